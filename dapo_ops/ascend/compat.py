@@ -1,0 +1,179 @@
+"""Driver / firmware / CANN toolkit compatibility, decided from the real version-file contents.
+
+The rules are the vendor's own data, as ascend-deployer and npu-smi read it:
+- the driver's ``compatible_version_fw`` lists firmware ranges, e.g. ``[7.0.0,7.7.99]``;
+- the firmware's ``compatible_version_drv`` lists driver ranges, e.g. ``[25.0,25.0.]`` where a trailing dot
+  on the upper bound means "any version under that prefix";
+- the toolkit's ``compatible_version`` lists driver ``Innerversion`` codes (``[V100R001C21]``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_RANGE = re.compile(r"\[([^\[\],]*)(?:,([^\[\]]*))?\]")
+_INNER_CODE = re.compile(r"^(V\d+R\d+C\d+)")
+
+
+def _numeric_prefix(version: str) -> tuple[int, ...]:
+    """Leading all-digit components: '25.0.rc1.1' -> (25, 0); '7.7.0.1.231' -> (7, 7, 0, 1, 231)."""
+    parts: list[int] = []
+    for token in version.strip().split("."):
+        if not token.isdigit():
+            break
+        parts.append(int(token))
+    return tuple(parts)
+
+
+def _components(version: str) -> list[str]:
+    return [p for p in version.strip().lower().split(".") if p != ""]
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    """One ``[low,high]`` entry of a compatible_version_* list."""
+
+    low: str
+    high: str
+
+    def contains(self, version: str) -> bool:
+        value = _numeric_prefix(version)
+        low = _numeric_prefix(self.low)
+        if value[: len(low)] < low:
+            return False
+        if self.high.endswith("."):
+            prefix = _components(self.high)
+            return _components(version)[: len(prefix)] == prefix
+        high = _numeric_prefix(self.high)
+        return value[: len(high)] <= high
+
+    def __str__(self) -> str:
+        return f"[{self.low},{self.high}]"
+
+
+def parse_ranges(text: str) -> list[VersionRange]:
+    """Parse ``[a,b],[c,d]`` (a single ``[a]`` means exactly a). Raises ValueError on junk."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty range list")
+    ranges: list[VersionRange] = []
+    pos = 0
+    for match in _RANGE.finditer(text):
+        gap = text[pos : match.start()].strip().strip(",").strip()
+        if gap:
+            raise ValueError(f"unexpected text {gap!r} in range list")
+        low = match.group(1).strip()
+        high = (match.group(2) if match.group(2) is not None else match.group(1)).strip()
+        if not low:
+            raise ValueError("empty lower bound in range list")
+        ranges.append(VersionRange(low, high))
+        pos = match.end()
+    if not ranges or text[pos:].strip().strip(","):
+        raise ValueError(f"malformed range list {text!r}")
+    return ranges
+
+
+def parse_code_list(text: str) -> list[str]:
+    """Parse ``[V100R001C17],[V100R001C18]`` into codes."""
+    codes = [r.low for r in parse_ranges(text)]
+    return codes
+
+
+def inner_code(innerversion: str) -> str:
+    """'V100R001C21SPC002B220' -> 'V100R001C21'."""
+    match = _INNER_CODE.match(innerversion.strip())
+    if not match:
+        raise ValueError(f"not an Innerversion: {innerversion!r}")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CompatibilityReport:
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+    checked: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def compatible(self) -> bool:
+        return not self.problems
+
+    def reasons(self) -> list[str]:
+        return [p.message for p in self.problems]
+
+
+def _field(info: dict[str, str], key: str, what: str, problems: list[Problem], rule: str) -> str | None:
+    value = info.get(key)
+    if value is None or not str(value).strip():
+        problems.append(Problem(rule, f"{what} has no {key}"))
+        return None
+    return str(value).strip()
+
+
+def check_compatibility(
+    driver: dict[str, str] | None,
+    firmware: dict[str, str] | None,
+    toolkit: dict[str, str] | None = None,
+) -> CompatibilityReport:
+    """Is this driver / firmware (/ toolkit) combination compatible, and if not, why.
+
+    Arguments are parsed version files (driver/firmware ``version.info``, ``ascend_toolkit_install.info``);
+    ``None`` means "not installed" and skips the rules that need it.
+    """
+    problems: list[Problem] = []
+    checked: list[str] = []
+
+    if driver is not None and firmware is not None:
+        rule = "firmware-in-driver-range"
+        checked.append(rule)
+        fw_version = _field(firmware, "Version", "firmware version.info", problems, rule)
+        ranges_text = _field(driver, "compatible_version_fw", "driver version.info", problems, rule)
+        if fw_version and ranges_text:
+            try:
+                ranges = parse_ranges(ranges_text)
+            except ValueError as exc:
+                problems.append(Problem(rule, f"driver compatible_version_fw unreadable: {exc}"))
+            else:
+                if not any(r.contains(fw_version) for r in ranges):
+                    problems.append(Problem(rule, (
+                        f"firmware {fw_version} is outside the driver {driver.get('Version', '?')}'s "
+                        f"compatible_version_fw {ranges_text}")))
+
+        rule = "driver-in-firmware-range"
+        checked.append(rule)
+        drv_version = _field(driver, "Version", "driver version.info", problems, rule)
+        ranges_text = _field(firmware, "compatible_version_drv", "firmware version.info", problems, rule)
+        if drv_version and ranges_text:
+            try:
+                ranges = parse_ranges(ranges_text)
+            except ValueError as exc:
+                problems.append(Problem(rule, f"firmware compatible_version_drv unreadable: {exc}"))
+            else:
+                if not any(r.contains(drv_version) for r in ranges):
+                    problems.append(Problem(rule, (
+                        f"driver {drv_version} is outside the firmware {firmware.get('Version', '?')}'s "
+                        f"compatible_version_drv {ranges_text}")))
+
+    if driver is not None and toolkit is not None:
+        rule = "toolkit-accepts-driver"
+        checked.append(rule)
+        inner = _field(driver, "Innerversion", "driver version.info", problems, rule)
+        codes_text = _field(toolkit, "compatible_version", "ascend_toolkit_install.info", problems, rule)
+        if inner and codes_text:
+            try:
+                code = inner_code(inner)
+                codes = parse_code_list(codes_text)
+            except ValueError as exc:
+                problems.append(Problem(rule, f"toolkit/driver version data unreadable: {exc}"))
+            else:
+                if code not in codes:
+                    problems.append(Problem(rule, (
+                        f"CANN toolkit {toolkit.get('version', '?')} does not support driver "
+                        f"{driver.get('Version', '?')} ({code} not in compatible_version {codes_text})")))
+
+    return CompatibilityReport(tuple(problems), tuple(checked))

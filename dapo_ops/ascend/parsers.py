@@ -1,0 +1,504 @@
+"""Pure parsers for the output of Ascend tools and version files.
+
+Every parser takes the raw text (and optionally the command it came from, for error messages) and returns a
+typed, frozen result. Malformed or truncated input raises ``ParseError`` naming the command and the line.
+Formats: ../shared/reference/ascend.md §2.5, §3.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from dapo_ops.errors import ParseError
+
+# --------------------------------------------------------------------------------------------- key=value files
+
+
+def parse_key_values(text: str, command: str, separator: str = "=") -> dict[str, str]:
+    """``key=value`` lines (version.info, ascend_toolkit_install.info); ``key : value`` with separator ':'."""
+    result: dict[str, str] = {}
+    for line_no, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if separator not in stripped:
+            raise ParseError(command, f"expected 'key{separator}value'", line_no, line)
+        key, value = stripped.split(separator, 1)
+        key = key.strip()
+        if not key:
+            raise ParseError(command, "empty key", line_no, line)
+        result[key] = value.strip()
+    if not result:
+        raise ParseError(command, "no key/value lines (empty or truncated file)")
+    return result
+
+
+def parse_version_info(text: str, command: str = "cat version.info", required: tuple[str, ...] = ("Version",)) -> dict[str, str]:
+    """Driver or firmware ``version.info``."""
+    info = parse_key_values(text, command)
+    for key in required:
+        if key not in info or not info[key]:
+            raise ParseError(command, f"missing {key}=")
+    return info
+
+
+def parse_toolkit_install_info(text: str, command: str = "cat ascend_toolkit_install.info") -> dict[str, str]:
+    """CANN ``ascend_toolkit_install.info``."""
+    return parse_version_info(text, command, required=("version", "innerversion"))
+
+
+def parse_nnal_version_info(text: str, command: str = "cat nnal/atb/latest/version.info") -> dict[str, str]:
+    """NNAL ``version.info`` (``Ascend-cann-atb : 8.3.RC1`` lines)."""
+    info = parse_key_values(text, command, separator=":")
+    if "Ascend-cann-atb" not in info:
+        raise ParseError(command, "missing 'Ascend-cann-atb :' line")
+    return info
+
+
+# ------------------------------------------------------------------------------------------------ npu-smi info
+
+
+@dataclass(frozen=True)
+class NpuChip:
+    npu_id: int
+    chip_id: int
+    name: str
+    health: str
+    power_w: float | None
+    temp_c: int | None
+    hugepages_used: int
+    hugepages_total: int
+    bus_id: str
+    aicore_pct: int | None
+    memory_used_mb: int
+    memory_total_mb: int
+    hbm_used_mb: int
+    hbm_total_mb: int
+
+
+@dataclass(frozen=True)
+class NpuProcess:
+    npu_id: int
+    chip_id: int
+    pid: int
+    name: str
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class NpuSmiInfo:
+    npu_smi_version: str
+    driver_version: str
+    chips: tuple[NpuChip, ...]
+    processes: tuple[NpuProcess, ...] = field(default_factory=tuple)
+
+    @property
+    def npu_ids(self) -> list[int]:
+        return sorted({c.npu_id for c in self.chips})
+
+
+_HEADER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
+_PAIR = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def _cells(line: str) -> list[str]:
+    """Cells between the outer bars, e.g. '| a | b |' -> ['a', 'b']."""
+    parts = line.split("|")
+    return [p.strip() for p in parts[1:-1]]
+
+
+def _int(value: str, command: str, line_no: int, line: str, what: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ParseError(command, f"{what} is not an integer ({value!r})", line_no, line) from None
+
+
+def _optional_number(value: str, kind: type, command: str, line_no: int, line: str, what: str):
+    if value in ("-", "NA", ""):
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise ParseError(command, f"{what} is not a number ({value!r})", line_no, line) from None
+
+
+def _split_metrics(cell: str, count: int, command: str, line_no: int, line: str) -> list[str]:
+    """Split a metrics cell like '102.8  55  0    / 0' into fields, keeping 'a / b' pairs together."""
+    normalized = re.sub(r"\s*/\s*", "/", cell.strip())
+    fields = normalized.split()
+    if len(fields) != count:
+        raise ParseError(command, f"expected {count} fields in the metrics cell, got {len(fields)}", line_no, line)
+    return fields
+
+
+def _pair(value: str, command: str, line_no: int, line: str, what: str) -> tuple[int, int]:
+    match = _PAIR.match(value.replace("/", " / "))
+    if not match:
+        raise ParseError(command, f"{what} is not 'used / total' ({value!r})", line_no, line)
+    return int(match.group(1)), int(match.group(2))
+
+
+def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
+    """The ``npu-smi info`` table of a 910B host (one chip per NPU), split on '|'."""
+    version = driver = None
+    chips: list[NpuChip] = []
+    processes: list[NpuProcess] = []
+    section = None  # "devices" | "processes"
+    pending: tuple[int, str, str, list[str], int, str] | None = None  # the NPU line awaiting its chip line
+
+    lines = text.splitlines()
+    for line_no, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("+"):
+            continue
+        if not (stripped.startswith("|") and stripped.endswith("|")):
+            raise ParseError(command, "line is not a table row", line_no, line)
+        cells = _cells(stripped)
+        joined = " ".join(cells)
+        header = _HEADER.search(joined)
+        if header and version is None:
+            version, driver = header.group(1), header.group(2)
+            continue
+        if cells and cells[0].startswith("NPU") and "Name" in cells[0]:
+            section = "devices"
+            continue
+        if cells and cells[0].startswith("Chip") and len(cells) >= 2 and cells[1].startswith("Bus-Id"):
+            continue
+        if cells and cells[0].startswith("NPU") and "Chip" in cells[0]:
+            if pending is not None:
+                raise ParseError(command, "NPU row without its chip row", pending[4], pending[5])
+            section = "processes"
+            continue
+        if section == "devices":
+            if len(cells) != 3:
+                raise ParseError(command, f"expected 3 cells, got {len(cells)}", line_no, line)
+            first = cells[0].split()
+            if pending is None:
+                if len(first) != 2:
+                    raise ParseError(command, "expected 'NPU-ID Name'", line_no, line)
+                npu_id = _int(first[0], command, line_no, line, "NPU id")
+                metrics = _split_metrics(cells[2], 3, command, line_no, line)
+                pending = (npu_id, first[1], cells[1], metrics, line_no, line)
+                continue
+            if len(first) != 1:
+                raise ParseError(command, "expected the chip row after an NPU row", line_no, line)
+            npu_id, name, health, first_metrics, _, _ = pending
+            chip_id = _int(first[0], command, line_no, line, "chip id")
+            second = _split_metrics(cells[2], 3, command, line_no, line)
+            hp_used, hp_total = _pair(first_metrics[2], command, line_no, line, "Hugepages-Usage")
+            mem_used, mem_total = _pair(second[1], command, line_no, line, "Memory-Usage")
+            hbm_used, hbm_total = _pair(second[2], command, line_no, line, "HBM-Usage")
+            chips.append(NpuChip(
+                npu_id=npu_id, chip_id=chip_id, name=name, health=health,
+                power_w=_optional_number(first_metrics[0], float, command, line_no, line, "Power(W)"),
+                temp_c=_optional_number(first_metrics[1], int, command, line_no, line, "Temp(C)"),
+                hugepages_used=hp_used, hugepages_total=hp_total, bus_id=cells[1],
+                aicore_pct=_optional_number(second[0], int, command, line_no, line, "AICore(%)"),
+                memory_used_mb=mem_used, memory_total_mb=mem_total, hbm_used_mb=hbm_used, hbm_total_mb=hbm_total,
+            ))
+            pending = None
+            continue
+        if section == "processes":
+            if len(cells) == 1 and cells[0].startswith("No running processes found"):
+                continue
+            if len(cells) != 4:
+                raise ParseError(command, f"expected 4 cells in a process row, got {len(cells)}", line_no, line)
+            ids = cells[0].split()
+            if len(ids) != 2:
+                raise ParseError(command, "expected 'NPU Chip' in a process row", line_no, line)
+            processes.append(NpuProcess(
+                npu_id=_int(ids[0], command, line_no, line, "NPU id"),
+                chip_id=_int(ids[1], command, line_no, line, "chip id"),
+                pid=_int(cells[1], command, line_no, line, "process id"),
+                name=cells[2],
+                memory_mb=_int(cells[3], command, line_no, line, "process memory"),
+            ))
+            continue
+        raise ParseError(command, "row outside any known table section", line_no, line)
+
+    if version is None:
+        raise ParseError(command, "no 'npu-smi <ver> Version: <ver>' header (empty or not npu-smi output)")
+    if pending is not None:
+        raise ParseError(command, "truncated: NPU row without its chip row", pending[4], pending[5])
+    if section is None:
+        raise ParseError(command, "truncated: no device table after the header")
+    return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
+
+
+# ---------------------------------------------------------------------------------- npu-smi key : value commands
+
+
+def parse_kv_blocks(text: str, command: str) -> list[list[tuple[str, str]]]:
+    """``\\t%-30s : %s`` lines grouped into blank-line separated blocks."""
+    blocks: list[list[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            if current:
+                blocks.append(current)
+                current = []
+            continue
+        if " : " not in line and not line.rstrip().endswith(" :"):
+            raise ParseError(command, "expected 'key : value'", line_no, line)
+        key, _, value = line.partition(" :")
+        current.append((key.strip(), value.strip()))
+    if current:
+        blocks.append(current)
+    if not blocks:
+        raise ParseError(command, "no 'key : value' lines (empty output)")
+    return blocks
+
+
+def _flat(blocks: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    return [kv for block in blocks for kv in block]
+
+
+@dataclass(frozen=True)
+class NpuListEntry:
+    npu_id: int
+    chip_count: int
+
+
+@dataclass(frozen=True)
+class NpuList:
+    total_count: int
+    npus: tuple[NpuListEntry, ...]
+
+
+def parse_npu_smi_list(text: str, command: str = "npu-smi info -l") -> NpuList:
+    pairs = _flat(parse_kv_blocks(text, command))
+    total = None
+    npus: list[NpuListEntry] = []
+    current_id = None
+    for key, value in pairs:
+        if key == "Total Count":
+            total = _kv_int(value, command, key)
+        elif key == "NPU ID":
+            current_id = _kv_int(value, command, key)
+        elif key == "Chip Count":
+            if current_id is None:
+                raise ParseError(command, "'Chip Count' before any 'NPU ID'")
+            npus.append(NpuListEntry(current_id, _kv_int(value, command, key)))
+            current_id = None
+    if total is None:
+        raise ParseError(command, "missing 'Total Count'")
+    if current_id is not None:
+        raise ParseError(command, f"truncated: NPU {current_id} has no 'Chip Count'")
+    if len(npus) != total:
+        raise ParseError(command, f"'Total Count' says {total} NPUs but {len(npus)} are listed")
+    return NpuList(total, tuple(npus))
+
+
+def _kv_int(value: str, command: str, key: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ParseError(command, f"{key} is not an integer ({value!r})") from None
+
+
+@dataclass(frozen=True)
+class ChipMapEntry:
+    npu_id: int
+    chip_id: int
+    logic_id: int | None
+    chip_name: str
+
+
+def parse_npu_smi_chip_map(text: str, command: str = "npu-smi info -m") -> tuple[ChipMapEntry, ...]:
+    """``npu-smi info -m``: the header row then ``NPU-ID Chip-ID Logic-ID Chip-Name`` rows."""
+    entries: list[ChipMapEntry] = []
+    seen_header = False
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if not seen_header:
+            if "NPU ID" in line and "Chip Name" in line:
+                seen_header = True
+                continue
+            raise ParseError(command, "expected the 'NPU ID  Chip ID  Chip Logic ID  Chip Name' header", line_no, line)
+        fields = line.split(None, 3)
+        if len(fields) != 4:
+            raise ParseError(command, "expected 4 columns", line_no, line)
+        npu = _int(fields[0], command, line_no, line, "NPU ID")
+        chip = _int(fields[1], command, line_no, line, "Chip ID")
+        logic = None if fields[2] == "-" else _int(fields[2], command, line_no, line, "Chip Logic ID")
+        entries.append(ChipMapEntry(npu, chip, logic, fields[3].strip()))
+    if not seen_header:
+        raise ParseError(command, "empty output")
+    return tuple(entries)
+
+
+@dataclass(frozen=True)
+class BoardInfo:
+    npu_id: int
+    software_version: str | None
+    firmware_version: str | None
+    compatibility: str | None
+    fields: dict[str, str]
+
+
+def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") -> BoardInfo:
+    pairs = dict(_flat(parse_kv_blocks(text, command)))
+    if "NPU ID" not in pairs:
+        raise ParseError(command, "missing 'NPU ID'")
+    return BoardInfo(
+        npu_id=_kv_int(pairs["NPU ID"], command, "NPU ID"),
+        software_version=pairs.get("Software Version"),
+        firmware_version=pairs.get("Firmware Version"),
+        compatibility=pairs.get("Compatibility"),
+        fields=pairs,
+    )
+
+
+@dataclass(frozen=True)
+class HealthInfo:
+    npu_id: int
+    health: str
+    chip_health: tuple[tuple[int, str], ...]
+    mcu_health: str | None
+
+
+def parse_npu_smi_health(text: str, command: str = "npu-smi info -t health -i N") -> HealthInfo:
+    blocks = parse_kv_blocks(text, command)
+    npu_id = None
+    chip_health: list[tuple[int, str]] = []
+    mcu = None
+    for block in blocks:
+        keys = dict(block)
+        if "NPU ID" in keys:
+            npu_id = _kv_int(keys["NPU ID"], command, "NPU ID")
+        if "Chip ID" in keys:
+            health = keys.get("Health") or keys.get("Health Status")
+            if health is None:
+                raise ParseError(command, f"chip {keys['Chip ID']} has no Health")
+            chip_health.append((_kv_int(keys["Chip ID"], command, "Chip ID"), health))
+        elif keys.get("Chip Name") == "MCU":
+            mcu = keys.get("Health")
+    if npu_id is None:
+        raise ParseError(command, "missing 'NPU ID'")
+    if not chip_health:
+        raise ParseError(command, "truncated: no chip Health")
+    worst = _worst_health(h for _, h in chip_health)
+    return HealthInfo(npu_id, worst, tuple(chip_health), mcu)
+
+
+HEALTH_ORDER = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+
+
+def _worst_health(values) -> str:
+    ranked = sorted(values, key=lambda h: HEALTH_ORDER.index(h) if h in HEALTH_ORDER else len(HEALTH_ORDER))
+    return ranked[-1]
+
+
+@dataclass(frozen=True)
+class TempInfo:
+    npu_id: int
+    npu_temp_c: int
+    sensors: dict[str, int]
+
+
+def parse_npu_smi_temp(text: str, command: str = "npu-smi info -t temp -i N") -> TempInfo:
+    pairs = _flat(parse_kv_blocks(text, command))
+    keys = dict(pairs)
+    if "NPU ID" not in keys or "NPU Temperature (C)" not in keys:
+        raise ParseError(command, "missing 'NPU ID' or 'NPU Temperature (C)'")
+    sensors = {k: _kv_int(v, command, k) for k, v in pairs if k.endswith("(C)") and k != "NPU Temperature (C)"}
+    return TempInfo(_kv_int(keys["NPU ID"], command, "NPU ID"),
+                    _kv_int(keys["NPU Temperature (C)"], command, "NPU Temperature (C)"), sensors)
+
+
+@dataclass(frozen=True)
+class UsageInfo:
+    hbm_capacity_mb: int
+    hbm_usage_pct: int
+    aicore_usage_pct: int | None
+    fields: dict[str, str]
+
+    @property
+    def hbm_used_mb(self) -> int:
+        return self.hbm_capacity_mb * self.hbm_usage_pct // 100
+
+
+def parse_npu_smi_usages(text: str, command: str = "npu-smi info -t usages -i N") -> UsageInfo:
+    keys = dict(_flat(parse_kv_blocks(text, command)))
+    for key in ("HBM Capacity(MB)", "HBM Usage Rate(%)"):
+        if key not in keys:
+            raise ParseError(command, f"missing '{key}'")
+    aicore = keys.get("Aicore Usage Rate(%)")
+    return UsageInfo(
+        hbm_capacity_mb=_kv_int(keys["HBM Capacity(MB)"], command, "HBM Capacity(MB)"),
+        hbm_usage_pct=_kv_int(keys["HBM Usage Rate(%)"], command, "HBM Usage Rate(%)"),
+        aicore_usage_pct=None if aicore in (None, "NA") else _kv_int(aicore, command, "Aicore Usage Rate(%)"),
+        fields=keys,
+    )
+
+
+# -------------------------------------------------------------------------------------------------- hccn_tool
+
+
+def _single_line(text: str, command: str, prefix: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line_no, line in enumerate(lines, 1):
+        if line.strip().lower().startswith(prefix):
+            return line.split(":", 1)[1].strip()
+    if not lines:
+        raise ParseError(command, "empty output")
+    raise ParseError(command, f"expected '{prefix}: ...'", 1, lines[0])
+
+
+def parse_hccn_link(text: str, command: str = "hccn_tool -i N -link -g") -> str:
+    """'link status: UP' -> 'UP'."""
+    value = _single_line(text, command, "link status")
+    if value not in ("UP", "DOWN"):
+        raise ParseError(command, f"unknown link status {value!r}")
+    return value
+
+
+def parse_hccn_net_health(text: str, command: str = "hccn_tool -i N -net_health -g") -> str:
+    """'net health status: Success' -> 'Success' (other states: Fault, ...)."""
+    value = _single_line(text, command, "net health status")
+    if not value:
+        raise ParseError(command, "empty net health status")
+    return value
+
+
+@dataclass(frozen=True)
+class HccnIp:
+    address: str | None
+    netmask: str | None
+
+    @property
+    def configured(self) -> bool:
+        return self.address is not None
+
+
+_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+
+
+def parse_hccn_ip(text: str, command: str = "hccn_tool -i N -ip -g") -> HccnIp:
+    """'ipaddr:A' + 'netmask:M', or 'Get ipconf failed, because no ip was preset there!' (no address)."""
+    address = netmask = None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ParseError(command, "empty output")
+    for line_no, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("Get ipconf failed"):
+            return HccnIp(None, None)
+        key, sep, value = stripped.partition(":")
+        if not sep:
+            raise ParseError(command, "expected 'ipaddr:' or 'netmask:'", line_no, line)
+        value = value.strip()
+        if key == "ipaddr":
+            address = value
+        elif key == "netmask":
+            netmask = value
+        else:
+            raise ParseError(command, f"unexpected key {key!r}", line_no, line)
+        if not _IPV4.match(value):
+            raise ParseError(command, f"{key} is not an IPv4 address", line_no, line)
+    if address is None or netmask is None:
+        raise ParseError(command, "truncated: need both ipaddr and netmask")
+    return HccnIp(address, netmask)

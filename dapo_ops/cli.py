@@ -1,0 +1,174 @@
+"""The `dapo-ops` command. Typed errors become exit codes here, and only here:
+
+0 ok; 1 what was checked or run failed; 2 bad input or usage (nothing changed).
+Human output goes through rich (to stderr when --json is given); --json prints one document on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from dapo_ops import __version__
+from dapo_ops.errors import DapoError, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+err_console = Console(stderr=True)
+
+
+class Output:
+    """Where a command speaks: rich for people, one JSON document for machines."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.console = err_console if as_json else Console()
+
+    def info(self, message: str) -> None:
+        self.console.print(message, highlight=False)
+
+    def document(self, data: Any) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dapo-ops")
+def cli() -> None:
+    """Provision Ascend 910B fleets to a pinned stack, audit them, launch verl DAPO jobs."""
+
+
+# ------------------------------------------------------------------------------------------------------ sim
+
+
+@cli.group()
+def sim() -> None:
+    """The simulated Ascend fleet (network namespaces + sshd + emulated npu-smi/hccn_tool/installers)."""
+
+
+@sim.command("up")
+@click.option("--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("--npus-per-node", type=int, default=16, show_default=True, help="NPUs on each node.")
+@click.option("--fault", "faults", multiple=True, metavar="SPEC",
+              help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-ops sim faults`).")
+@click.option("--provisioned", is_flag=True, help="Start every node with the pinned HDK and CANN installed.")
+@json_option
+def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, as_json: bool) -> None:
+    """Bring the simulated fleet up (idempotent)."""
+    from dapo_ops.sim.fleet import FleetSpec, SimFleet
+
+    out = Output(as_json)
+    spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned)
+    fleet = SimFleet(log=lambda m: out.info(f"[dim]{m}[/dim]"))
+    SimFleet.validate_spec(spec)
+    state = fleet.up(spec)
+    status = fleet.status()
+    _print_sim_status(out, status)
+    if state.up_seconds is not None:
+        out.info(f"up in {state.up_seconds:.1f} s; inventory {status['inventory']}")
+    out.document(status)
+
+
+@sim.command("status")
+@json_option
+def sim_status(as_json: bool) -> None:
+    """Show the simulated fleet; exit 1 when it is not (fully) up."""
+    from dapo_ops.sim.fleet import SimFleet
+
+    out = Output(as_json)
+    status = SimFleet().status()
+    _print_sim_status(out, status)
+    out.document(status)
+    if not status["up"]:
+        raise DapoError("the simulated fleet is not up" + (
+            f" (leftovers: {status['leftovers']}; run `dapo-ops sim down`)" if status.get("leftovers") else ""))
+
+
+@sim.command("down")
+@json_option
+def sim_down(as_json: bool) -> None:
+    """Tear the simulated fleet down, leaving no namespace, mount, process or link behind."""
+    from dapo_ops.sim.fleet import SimFleet
+
+    out = Output(as_json)
+    removed = SimFleet().down()
+    out.info(f"removed {len(removed['netns'])} namespace(s), {len(removed['links'])} link(s), "
+             f"{len(removed['processes'])} process(es)")
+    out.document(removed)
+
+
+@sim.command("faults")
+def sim_faults() -> None:
+    """List the fault knobs."""
+    from dapo_ops.sim.hwmodel import NODE_KNOBS, NPU_KNOBS
+
+    table = Table(title="fault knobs: --fault NODE[.npuK]:KNOB[=VALUE]")
+    for column in ("scope", "knob", "meaning"):
+        table.add_column(column)
+    for scope, knobs in (("node", NODE_KNOBS), ("npu", NPU_KNOBS)):
+        for knob, meaning in knobs.items():
+            table.add_row(scope, knob, meaning)
+    Console().print(table)
+
+
+def _print_sim_status(out: Output, status: dict) -> None:
+    if not status.get("nodes"):
+        out.info("no simulated fleet is up")
+        return
+    table = Table(title=f"simulated fleet — mirror {status['mirror']['url']}")
+    for column in ("node", "address", "namespace", "sshd"):
+        table.add_column(column)
+    for node in status["nodes"]:
+        ok = "[green]up[/green]" if node["sshd"] else "[red]down[/red]"
+        table.add_row(node["name"], node["ip"], node["netns"], ok)
+    out.console.print(table)
+
+
+# ----------------------------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="dapo-ops", standalone_mode=False)
+    except click.exceptions.Abort:
+        err_console.print("dapo-ops: interrupted")
+        return EXIT_FAILED
+    except click.ClickException as exc:
+        err_console.print(f"dapo-ops: {exc.format_message()}", highlight=False)
+        return EXIT_USAGE if isinstance(exc, click.UsageError) or exc.exit_code == 2 else EXIT_FAILED
+    except UsageError as exc:
+        err_console.print(f"dapo-ops: {exc}", highlight=False)
+        return EXIT_USAGE
+    except DapoError as exc:
+        err_console.print(f"dapo-ops: {exc}", highlight=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err_console.print("dapo-ops: interrupted")
+        return EXIT_FAILED
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # the one place a bug becomes a one-line message instead of a traceback
+        err_console.print(f"dapo-ops: internal error: {type(exc).__name__}: {exc} "
+                          "(set DAPO_OPS_DEBUG=1 for the traceback)", highlight=False)
+        if _debug():
+            raise
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("DAPO_OPS_DEBUG") == "1"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

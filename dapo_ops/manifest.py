@@ -1,0 +1,134 @@
+"""The pinned stack manifest (stack/manifest.yml): typed access for Python; Ansible reads the same file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dapo_ops.ascend.compat import CompatibilityReport, check_compatibility
+from dapo_ops.errors import ManifestError
+from dapo_ops.paths import STACK_MANIFEST
+
+ARTIFACT_KEYS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    key: str
+    component: str
+    version: str
+    file: str
+    sha256: str
+    version_file: str | None
+    version_info: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SourceRepo:
+    key: str
+    repo: str
+    ref: str
+    version: str
+    dir: str
+    extra: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StackManifest:
+    name: str
+    platform: dict[str, Any]
+    artifacts: dict[str, Artifact]
+    python_version: str
+    packages: dict[str, str]
+    sources: dict[str, SourceRepo]
+    raw: dict[str, Any]
+
+    def artifact(self, key: str) -> Artifact:
+        try:
+            return self.artifacts[key]
+        except KeyError:
+            raise ManifestError(f"stack manifest has no artifact {key!r}") from None
+
+    def source(self, key: str) -> SourceRepo:
+        try:
+            return self.sources[key]
+        except KeyError:
+            raise ManifestError(f"stack manifest has no source {key!r}") from None
+
+    def pinned_version(self, package: str) -> str:
+        """'==2.7.1' -> '2.7.1' for exact pins."""
+        spec = self.packages.get(package, "")
+        if not spec.startswith("=="):
+            raise ManifestError(f"stack manifest does not pin {package} exactly (found {spec!r})")
+        return spec[2:]
+
+    def check(self, driver: dict[str, str] | None, firmware: dict[str, str] | None,
+              toolkit: dict[str, str] | None = None) -> CompatibilityReport:
+        return check_compatibility(driver, firmware, toolkit)
+
+    def pinned_compatibility(self) -> CompatibilityReport:
+        """The pinned driver / firmware / toolkit must agree with each other."""
+        return check_compatibility(self.artifact("driver").version_info, self.artifact("firmware").version_info,
+                                   self.artifact("cann_toolkit").version_info)
+
+
+def _require(mapping: Any, key: str, where: str) -> Any:
+    if not isinstance(mapping, dict) or key not in mapping or mapping[key] in (None, ""):
+        raise ManifestError(f"stack manifest: {where}.{key} is missing")
+    return mapping[key]
+
+
+def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: top level must be a mapping")
+    if data.get("schema") != 1:
+        raise ManifestError(f"{source}: unsupported schema {data.get('schema')!r} (expected 1)")
+    artifacts: dict[str, Artifact] = {}
+    raw_artifacts = _require(data, "artifacts", "")
+    for key in ARTIFACT_KEYS:
+        item = _require(raw_artifacts, key, "artifacts")
+        sha = str(_require(item, "sha256", f"artifacts.{key}"))
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise ManifestError(f"{source}: artifacts.{key}.sha256 is not a sha256 hex digest")
+        artifacts[key] = Artifact(
+            key=key,
+            component=str(_require(item, "component", f"artifacts.{key}")),
+            version=str(_require(item, "version", f"artifacts.{key}")),
+            file=str(_require(item, "file", f"artifacts.{key}")),
+            sha256=sha,
+            version_file=item.get("version_file"),
+            version_info={str(k): str(v) for k, v in (item.get("version_info") or {}).items()},
+        )
+    python = _require(data, "python", "")
+    sources = {}
+    for key, item in (_require(data, "sources", "") or {}).items():
+        extra = {k: v for k, v in item.items() if k not in ("repo", "ref", "version", "dir")}
+        sources[key] = SourceRepo(key, str(_require(item, "repo", f"sources.{key}")),
+                                  str(_require(item, "ref", f"sources.{key}")),
+                                  str(_require(item, "version", f"sources.{key}")),
+                                  str(_require(item, "dir", f"sources.{key}")), extra)
+    return StackManifest(
+        name=str(_require(data, "name", "")),
+        platform=dict(_require(data, "platform", "")),
+        artifacts=artifacts,
+        python_version=str(_require(python, "version", "python")),
+        packages={str(k): str(v) for k, v in (_require(python, "packages", "python") or {}).items()},
+        sources=sources,
+        raw=data,
+    )
+
+
+def load_manifest(path: Path | str | None = None) -> StackManifest:
+    path = Path(path) if path else STACK_MANIFEST
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ManifestError(f"cannot read stack manifest {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"stack manifest {path} is not valid YAML: {exc}") from None
+    return parse_manifest(data, str(path))

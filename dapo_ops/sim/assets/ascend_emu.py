@@ -1,0 +1,405 @@
+#!/usr/bin/python3
+"""Emulated Ascend node tools for the dapo-ops simulated fleet (multi-call: the name it is run as decides).
+
+    npu-smi      info | info -l | info -m | info -t board|health|temp|power|usages -i N [-c C] | upgrade -b mcu -i N
+    hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway -g | -i N -ip -s address A netmask M | ...
+    lspci        [-n|-nn] [-d VENDOR:DEVICE]
+    upgrade-tool --device_index -1 --component -1 --version
+    sim-reboot   activate pending driver/firmware, new boot id (the Ansible reboot module's reboot_command)
+
+Driven by the node's hardware model (/dev/.dapo-sim/hw.json) and the installed version files, following the
+formats in shared/reference/ascend.md exactly. Not a vendor tool; stdlib only, runs on the node's python3.
+"""
+
+import json
+import os
+import sys
+import time
+import uuid
+
+HW_DIR = os.environ.get("DAPO_SIM_HW_DIR", "/dev/.dapo-sim")
+ASCEND = os.environ.get("DAPO_SIM_ASCEND", "/usr/local/Ascend")
+HCCN_CONF = os.environ.get("DAPO_SIM_HCCN_CONF", "/etc/hccn.conf")
+KV = "\t%-30s : %s"
+
+
+def load_hw():
+    with open(os.path.join(HW_DIR, "hw.json")) as f:
+        return json.load(f)
+
+
+def save_hw(hw):
+    path = os.path.join(HW_DIR, "hw.json")
+    tmp = path + ".%d.tmp" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(hw, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def present(hw):
+    return [n for n in hw["npus"] if n.get("present", True)]
+
+
+def find_npu(hw, npu_id):
+    for npu in present(hw):
+        if npu["id"] == npu_id:
+            return npu
+    return None
+
+
+def read_kv(path):
+    try:
+        with open(path) as f:
+            return dict(line.strip().split("=", 1) for line in f if "=" in line)
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------------------ npu-smi
+
+SEP = "+---------------------------+---------------+----------------------------------------------------+"
+SEP_EQ = "+===========================+===============+====================================================+"
+
+
+def row(a, b, c):
+    return "|%s|%s|%s|" % (a.ljust(27), b.ljust(15), c.ljust(52))
+
+
+def usage_pair(used, total):
+    return "%-5s/ %s" % (used, total)
+
+
+def driver_loaded_or_die(hw):
+    loaded = hw["driver"].get("loaded")
+    if not loaded:
+        print("dcmi module initialize failed. ret is -8005")
+        sys.exit(255)
+    return loaded
+
+
+def firmware_compatible(hw):
+    driver = read_kv(os.path.join(ASCEND, "driver", "version.info")) or {}
+    ranges = driver.get("compatible_version_fw", "")
+    fw = hw["firmware"].get("active") or ""
+
+    def nums(v):
+        out = []
+        for t in v.split("."):
+            if not t.isdigit():
+                break
+            out.append(int(t))
+        return tuple(out)
+
+    value = nums(fw)
+    for part in ranges.replace("],[", "]|[").split("|"):
+        part = part.strip().strip("[]")
+        if "," not in part:
+            continue
+        low, high = (nums(x) for x in part.split(",", 1))
+        if value[: len(low)] >= low and value[: len(high)] <= high:
+            return "OK"
+    return "NOK"
+
+
+def npu_smi_table(hw):
+    version = driver_loaded_or_die(hw)
+    out = ["+" + "-" * 96 + "+"]
+    out.append("| %s|" % ("npu-smi %-25sVersion: %s" % (version, version)).ljust(95))
+    out.append(SEP)
+    out.append(row(" NPU   Name", " Health", " Power(W)    Temp(C)           Hugepages-Usage(page)"))
+    out.append(row(" Chip", " Bus-Id", " AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)"))
+    out.append(SEP_EQ)
+    for npu in present(hw):
+        first = " %-12s%-18s%s" % ("%.1f" % npu["power_w"], npu["temp_c"], usage_pair(0, 0))
+        second = " %-12s%-18s%s" % (npu["aicore_pct"], usage_pair(0, 0), usage_pair(npu["hbm_used_mb"], hw["hbm_mb"]))
+        out.append(row(" %-6s%s" % (npu["id"], hw["chip_name"]), " " + npu["health"], first))
+        out.append(row(" 0", " " + npu["bus_id"], second))
+        out.append(SEP_EQ)
+    out.append(SEP)
+    out.append(row(" NPU     Chip", " Process id", " Process name             | Process memory(MB)"))
+    out.append(SEP_EQ)
+    for npu in present(hw):
+        procs = [p for p in hw.get("processes", []) if p["npu"] == npu["id"]]
+        if not procs:
+            out.append("| %s|" % ("No running processes found in NPU %d" % npu["id"]).ljust(95))
+        for p in procs:
+            out.append("|%s|%s|%s|%s|" % ((" %-8s%s" % (npu["id"], 0)).ljust(27), (" %s" % p["pid"]).ljust(15),
+                                           (" " + p.get("name", "")).ljust(26), (" %s" % p["memory_mb"]).ljust(25)))
+        out.append(SEP_EQ)
+    return "\n".join(out)
+
+
+def npu_smi_list(hw):
+    driver_loaded_or_die(hw)
+    lines = [KV % ("Total Count", len(present(hw))), ""]
+    for npu in present(hw):
+        lines += [KV % ("NPU ID", npu["id"]), KV % ("Chip Count", 1), ""]
+    return "\n".join(lines)
+
+
+def npu_smi_map(hw):
+    driver_loaded_or_die(hw)
+    lines = ["\t%-31s%-31s%-31s%s" % ("NPU ID", "Chip ID", "Chip Logic ID", "Chip Name")]
+    for logic, npu in enumerate(present(hw)):
+        lines.append("\t%-31s%-31s%-31s%s" % (npu["id"], 0, logic, "Ascend " + hw["chip_name"]))
+        lines.append("\t%-31s%-31s%-31s%s" % (npu["id"], 1, "-", "Mcu"))
+    return "\n".join(lines)
+
+
+ERROR_CODES = {"OK": "NA", "Warning": "0x80CD8008", "Alarm": "0x80E18402", "Critical": "0x80E3A201", "UNKNOWN": "NA"}
+
+
+def npu_smi_type(hw, kind, npu_id, chip):
+    driver_loaded_or_die(hw)
+    npu = find_npu(hw, npu_id)
+    if npu is None:
+        print("The NPU ID %d is invalid." % npu_id)
+        sys.exit(1)
+    if kind == "board":
+        lines = [KV % ("NPU ID", npu_id)]
+        if chip is None:
+            lines += [
+                KV % ("Product Name", "IT21HMDC_Bin5"), KV % ("Model", "NA"), KV % ("Manufacturer", "Huawei"),
+                KV % ("Serial Number", npu["serial"]), KV % ("Software Version", hw["driver"]["loaded"]),
+                KV % ("Firmware Version", hw["firmware"].get("active") or "NA"),
+                KV % ("Compatibility", firmware_compatible(hw)), KV % ("Board ID", "0x60"), KV % ("PCB ID", "A"),
+                KV % ("BOM ID", "1"), KV % ("PCIe Bus Info", npu["bus_id"]), KV % ("Slot ID", npu_id),
+                KV % ("Class ID", "NA"), KV % ("PCI Vendor ID", "0x19E5"), KV % ("PCI Device ID", "0xD802"),
+                KV % ("Subsystem Vendor ID", "0x19E5"), KV % ("Subsystem Device ID", "0x3003"),
+                KV % ("Chip Count", 1)]
+        else:
+            lines += [KV % ("Chip ID", chip), KV % ("Chip Type", "Ascend"), KV % ("Chip Name", hw["chip_name"]),
+                      KV % ("Chip Version", "V1"), KV % ("Board ID", "0x60"), KV % ("PCB ID", "A"),
+                      KV % ("BOM ID", "1"), KV % ("PCIe Bus Info", npu["bus_id"]),
+                      KV % ("Firmware Version", hw["firmware"].get("active") or "NA")]
+        return "\n".join(lines)
+    if kind == "health":
+        if chip is not None:
+            return "\n".join([KV % ("Health Status", npu["health"]),
+                              KV % ("Error Code", ERROR_CODES.get(npu["health"], "NA")),
+                              KV % ("Error Information", "NA" if npu["health"] == "OK" else "Sensor abnormal")])
+        return "\n".join([KV % ("NPU ID", npu_id), KV % ("Chip Count", 1), "", KV % ("Chip ID", 0),
+                          KV % ("Health", npu["health"]), "", KV % ("Health", "OK"), KV % ("Chip Name", "MCU")])
+    if kind == "temp":
+        return "\n".join([KV % ("NPU ID", npu_id), KV % ("Chip Count", 1), "",
+                          KV % ("NPU Temperature (C)", npu["temp_c"]), KV % ("Chip ID", 0), "",
+                          KV % ("LM75A_TE (C)", max(npu["temp_c"] - 4, 20)),
+                          KV % ("LM75B_TE (C)", max(npu["temp_c"] - 4, 20)), KV % ("Chip Name", "MCU")])
+    if kind == "power":
+        return "\n".join([KV % ("NPU Real-time Power(W)", "%.1f" % npu["power_w"]), KV % ("Chip ID", 0)])
+    if kind == "usages":
+        rate = npu["hbm_used_mb"] * 100 // hw["hbm_mb"]
+        return "\n".join([
+            KV % ("DDR Capacity(MB)", 0), KV % ("DDR Usage Rate(%)", 0), KV % ("DDR Hugepages Total(page)", 0),
+            KV % ("DDR Hugepages Usage Rate(%)", 0), KV % ("HBM Capacity(MB)", hw["hbm_mb"]),
+            KV % ("HBM Usage Rate(%)", rate), KV % ("Aicore Usage Rate(%)", npu["aicore_pct"]),
+            KV % ("Aivector Usage Rate(%)", 0), KV % ("Aicpu Usage Rate(%)", 0), KV % ("Ctrlcpu Usage Rate(%)", 6),
+            KV % ("DDR Bandwidth Usage Rate(%)", 0), KV % ("HBM Bandwidth Usage Rate(%)", 0),
+            KV % ("NPU Utilization(%)", npu["aicore_pct"]), KV % ("Aicube Usage Rate(%)", 0), KV % ("Chip ID", 0)])
+    print("Parameter error: unknown type %s" % kind)
+    sys.exit(1)
+
+
+def option(args, flag, cast=str):
+    if flag not in args:
+        return None
+    i = args.index(flag)
+    if i + 1 >= len(args):
+        usage_error("option %s needs a value" % flag)
+    try:
+        return cast(args[i + 1])
+    except ValueError:
+        usage_error("invalid value for %s: %s" % (flag, args[i + 1]))
+
+
+def usage_error(message):
+    print("Parameter error: %s" % message)
+    sys.exit(1)
+
+
+def npu_smi(args):
+    hw = load_hw()
+    if args[:1] == ["info"]:
+        rest = args[1:]
+        if not rest:
+            return npu_smi_table(hw)
+        if rest == ["-l"]:
+            return npu_smi_list(hw)
+        if rest == ["-m"]:
+            return npu_smi_map(hw)
+        kind = option(rest, "-t")
+        npu_id = option(rest, "-i", int)
+        if kind and npu_id is not None:
+            return npu_smi_type(hw, kind, npu_id, option(rest, "-c", int))
+    if args[:1] == ["upgrade"] and option(args, "-b") == "mcu":
+        driver_loaded_or_die(hw)
+        if find_npu(hw, option(args, "-i", int)) is None:
+            usage_error("invalid NPU ID")
+        return "\t%-30s : %s" % ("Version", hw.get("mcu_version", "23.3.13"))
+    usage_error("usage: npu-smi info [-l | -m | -t TYPE -i ID [-c CHIP]]")
+
+
+# ---------------------------------------------------------------------------------------------------- hccn_tool
+
+
+def write_hccn_conf(hw):
+    lines = []
+    for npu in present(hw):
+        i = npu["id"]
+        if npu.get("device_ip"):
+            lines += ["address_%d=%s" % (i, npu["device_ip"]), "netmask_%d=%s" % (i, npu.get("netmask") or "")]
+        if npu.get("netdetect"):
+            lines.append("netdetect_%d=%s" % (i, npu["netdetect"]))
+        if npu.get("gateway"):
+            lines.append("gateway_%d=%s" % (i, npu["gateway"]))
+        if npu.get("device_ip"):
+            lines += ["send_arp_status_%d=1" % i, "tls_enable_%d=0" % i]
+    tmp = HCCN_CONF + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + ("\n" if lines else ""))
+    os.replace(tmp, HCCN_CONF)
+
+
+def hccn_tool(args):
+    hw = load_hw()
+    driver_loaded_or_die(hw)
+    npu_id = option(args, "-i", int)
+    if npu_id is None:
+        usage_error("hccn_tool -i <device_id> -<command> -g|-s ...")
+    npu = find_npu(hw, npu_id)
+    if npu is None:
+        print("device id %d is invalid" % npu_id)
+        sys.exit(1)
+    getting = "-g" in args
+    setting = "-s" in args
+    if "-link" in args and getting:
+        return "link status: %s" % npu["link"]
+    if "-net_health" in args and getting:
+        return "net health status: %s" % npu["net_health"]
+    if "-ip" in args and getting:
+        if not npu.get("device_ip"):
+            print("Get ipconf failed, because no ip was preset there!")
+            sys.exit(1)
+        return "ipaddr:%s\nnetmask:%s" % (npu["device_ip"], npu["netmask"])
+    if "-ip" in args and setting:
+        address, netmask = option(args, "address"), option(args, "netmask")
+        if not address or not netmask:
+            usage_error("-ip -s address <ip> netmask <mask>")
+        npu["device_ip"], npu["netmask"] = address, netmask
+        save_hw(hw)
+        write_hccn_conf(hw)
+        return ""
+    if "-netdetect" in args:
+        if setting:
+            npu["netdetect"] = option(args, "address")
+            save_hw(hw)
+            write_hccn_conf(hw)
+            return ""
+        return "netdetect address: %s" % (npu.get("netdetect") or "")
+    if "-gateway" in args:
+        if setting:
+            npu["gateway"] = option(args, "gateway") or option(args, "address")
+            save_hw(hw)
+            write_hccn_conf(hw)
+            return ""
+        return "default gateway:%s, Iface:eth%d" % (npu.get("gateway") or "", npu_id)
+    if "-ping" in args and getting:
+        target = option(args, "address")
+        ok = npu["link"] == "UP" and npu["net_health"] == "Success"
+        lines = ["device %d PING %s" % (npu_id, target)]
+        lines += ["recv seq=%d,time=1.4%02d000ms" % (s, s) for s in range(3)] if ok else []
+        lines.append("3 packets transmitted, %d received, %s packet loss" % ((3, "0.00%") if ok else (0, "100.00%")))
+        return "\n".join(lines)
+    usage_error("unsupported hccn_tool command: %s" % " ".join(args))
+
+
+# -------------------------------------------------------------------------------------------------------- lspci
+
+
+def lspci(args):
+    hw = load_hw()
+    numeric = "-n" in args or "-nn" in args
+    both = "-nn" in args
+    wanted = option(args, "-d")
+    out = ["00:00.0 Host bridge: Huawei Technologies Co., Ltd. HiSilicon PCIe Root Port with Gen4 (rev 21)"
+           if not numeric else "00:00.0 0604: 19e5:a120 (rev 21)"]
+    for npu in present(hw):
+        slot = npu["bus_id"][5:].lower()
+        if both:
+            out.append("%s Processing accelerators [1200]: Huawei Technologies Co., Ltd. Device [19e5:d802] (rev 20)" % slot)
+        elif numeric:
+            out.append("%s 1200: 19e5:d802 (rev 20)" % slot)
+        else:
+            out.append("%s Processing accelerators: Huawei Technologies Co., Ltd. Device d802 (rev 20)" % slot)
+    if wanted:
+        vendor, _, device = wanted.partition(":")
+        if (vendor.lower(), device.lower()) == ("19e5", "d802"):
+            out = out[1:]
+        else:
+            out = []
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------- upgrade-tool
+
+
+def upgrade_tool(args):
+    hw = load_hw()
+    driver_loaded_or_die(hw)
+    if "--version" not in args:
+        usage_error("upgrade-tool --device_index -1 --component -1 --version")
+    lines = []
+    for npu in present(hw):
+        version = hw["firmware"].get("active") or "NA"
+        lines.append("Get component version(%s) succeed for deviceId(%d), componentType(0)." % (version, npu["id"]))
+        lines.append('{"device_id":%d, "component":nve, "version":%s}' % (npu["id"], version))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------- sim-reboot
+
+
+def sim_reboot(args):
+    """Emulated reboot: the installed driver is loaded, pending firmware becomes active, the boot id changes."""
+    hw = load_hw()
+    installed = read_kv(os.path.join(ASCEND, "driver", "version.info"))
+    hw["driver"]["loaded"] = installed.get("Version") if installed else None
+    hw["driver"]["pending"] = None
+    if hw["firmware"].get("pending"):
+        hw["firmware"]["active"] = hw["firmware"]["pending"]
+        hw["firmware"]["pending"] = None
+    hw["boot_id"] = str(uuid.uuid4())
+    hw["boots"] = hw.get("boots", 0) + 1
+    hw["booted_at"] = time.time()
+    hw["processes"] = []
+    save_hw(hw)
+    with open(os.path.join(HW_DIR, "boot_id.tmp"), "w") as f:
+        f.write(hw["boot_id"] + "\n")
+    os.replace(os.path.join(HW_DIR, "boot_id.tmp"), os.path.join(HW_DIR, "boot_id"))
+    return ""
+
+
+TOOLS = {"npu-smi": npu_smi, "hccn_tool": hccn_tool, "lspci": lspci, "upgrade-tool": upgrade_tool,
+         "sim-reboot": sim_reboot}
+
+
+def main(argv):
+    name = os.path.basename(argv[0])
+    if name in ("ascend_emu.py", "ascend-emu") and len(argv) > 1:
+        name, argv = argv[1], argv[1:]
+    tool = TOOLS.get(name)
+    if tool is None:
+        print("ascend-emu: unknown tool %r" % name, file=sys.stderr)
+        return 127
+    try:
+        output = tool(argv[1:])
+    except (OSError, ValueError, KeyError) as exc:
+        print("%s: hardware model unavailable: %s" % (name, exc), file=sys.stderr)
+        return 1
+    if output:
+        print(output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

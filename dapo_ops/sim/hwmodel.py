@@ -1,0 +1,181 @@
+"""The simulated node's hardware model and the fault knobs that change it (pure; no I/O).
+
+Fault spec: ``NODE[.npuK]:KNOB[=VALUE]``, e.g. ``node2.npu3:health=Warning`` or ``node2:firmware=7.5.0.1.129``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from dapo_ops.errors import UsageError
+
+BUS_PREFIXES = ["C1", "C2", "81", "82", "01", "02", "41", "42", "C3", "C4", "83", "84", "03", "04", "43", "44"]
+HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+OUT_OF_RANGE_PAIR = ("24.1.rc2", "7.3.0.1.231")  # a real report: driver [7.0.0,7.2.99] + firmware 7.3 (ascend.md §4.1)
+
+NODE_KNOBS = {
+    "driver": "start with this driver version installed (pinned or from the simulator's catalog)",
+    "firmware": "start with this firmware installed and active (and the driver it shipped with)",
+    "hdk": "'out-of-range': start on an incompatible driver/firmware pair (24.1.rc2 + 7.3.0.1.231)",
+    "installer": "'dkms-fail': the driver installer fails with 'Dkms install failed'",
+    "driver-half-installed": "start with driver version.info present but driver/tools/upgrade-tool missing",
+}
+NPU_KNOBS = {
+    "health": "Warning | Alarm | Critical | UNKNOWN",
+    "missing": "the NPU is not detected (no PCI function, no /dev/davinciK, absent from npu-smi)",
+    "temp": "NPU temperature in C",
+    "link": "UP | DOWN (hccn_tool -link)",
+    "net_health": "e.g. Fault (hccn_tool -net_health)",
+    "no-ip": "no device IP configured ('Get ipconf failed ...')",
+    "hbm-used": "HBM already in use, in MB",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    node: str
+    npu: int | None
+    knob: str
+    value: str | None
+
+    def __str__(self) -> str:
+        where = self.node + (f".npu{self.npu}" if self.npu is not None else "")
+        return f"{where}:{self.knob}" + (f"={self.value}" if self.value is not None else "")
+
+
+def parse_fault(spec: str) -> Fault:
+    """Parse one --fault SPEC; raises UsageError with the accepted forms."""
+    where, sep, what = spec.partition(":")
+    if not sep or not where or not what:
+        raise UsageError(f"fault {spec!r}: expected NODE[.npuK]:KNOB[=VALUE], e.g. node2.npu3:health=Warning")
+    node, dot, npu_part = where.partition(".")
+    npu = None
+    if dot:
+        if not npu_part.startswith("npu") or not npu_part[3:].isdigit():
+            raise UsageError(f"fault {spec!r}: {npu_part!r} is not npuK (e.g. npu3)")
+        npu = int(npu_part[3:])
+    knob, eq, value = what.partition("=")
+    value = value if eq else None
+    knobs = NPU_KNOBS if npu is not None else NODE_KNOBS
+    if knob not in knobs:
+        scope = "NPU" if npu is not None else "node"
+        raise UsageError(f"fault {spec!r}: unknown {scope} knob {knob!r} (known: {', '.join(knobs)})")
+    needs_value = knob not in ("missing", "no-ip", "driver-half-installed")
+    if needs_value and not value:
+        raise UsageError(f"fault {spec!r}: {knob} needs a value ({knobs[knob]})")
+    if not needs_value and value is not None:
+        raise UsageError(f"fault {spec!r}: {knob} takes no value")
+    if knob == "health" and value not in HEALTH_VALUES[1:]:
+        raise UsageError(f"fault {spec!r}: health must be one of {', '.join(HEALTH_VALUES[1:])}")
+    if knob in ("temp", "hbm-used") and not (value or "").isdigit():
+        raise UsageError(f"fault {spec!r}: {knob} must be a whole number")
+    if knob == "link" and value not in ("UP", "DOWN"):
+        raise UsageError(f"fault {spec!r}: link must be UP or DOWN")
+    if knob == "hdk" and value != "out-of-range":
+        raise UsageError(f"fault {spec!r}: hdk accepts only 'out-of-range'")
+    if knob == "installer" and value != "dkms-fail":
+        raise UsageError(f"fault {spec!r}: installer accepts only 'dkms-fail'")
+    return Fault(node, npu, knob, value)
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
+
+
+def validate_faults(faults: list[Fault], nodes: list[str], npus_per_node: int) -> None:
+    for fault in faults:
+        if fault.node not in nodes:
+            raise UsageError(f"fault {fault}: no node {fault.node!r} in this fleet ({', '.join(nodes)})")
+        if fault.npu is not None and not 0 <= fault.npu < npus_per_node:
+            raise UsageError(f"fault {fault}: NPU {fault.npu} does not exist (0..{npus_per_node - 1})")
+
+
+@dataclass(frozen=True)
+class HdkStart:
+    """Driver / firmware a node starts with (None: not installed)."""
+
+    driver: str | None
+    firmware: str | None
+    half_installed: bool = False
+
+
+def hdk_start(node: str, faults: list[Fault], provisioned: bool, pinned_driver: str, pinned_firmware: str,
+              firmware_driver: dict[str, str]) -> HdkStart:
+    """What the node has installed before anyone touches it. firmware_driver maps a firmware to its HDK driver."""
+    mine = {f.knob: f.value for f in faults if f.node == node and f.npu is None}
+    driver = pinned_driver if provisioned else None
+    firmware = pinned_firmware if provisioned else None
+    if mine.get("hdk") == "out-of-range":
+        driver, firmware = OUT_OF_RANGE_PAIR
+    if "firmware" in mine:
+        firmware = mine["firmware"]
+        driver = firmware_driver.get(firmware, pinned_driver) if "driver" not in mine else driver
+    if "driver" in mine:
+        driver = mine["driver"]
+    half = "driver-half-installed" in mine
+    if half and driver is None:
+        driver = pinned_driver
+    return HdkStart(driver, firmware, half)
+
+
+def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fault], *, chip_name: str,
+                     hbm_mb: int, factory_firmware: str, mcu_version: str) -> dict:
+    """The hardware model JSON the emulated tools read (driver/firmware state starts empty)."""
+    npus = []
+    for k in range(npus_per_node):
+        npus.append({
+            "id": k,
+            "present": True,
+            "bus_id": f"0000:{BUS_PREFIXES[k % len(BUS_PREFIXES)]}:00.0" if k < len(BUS_PREFIXES)
+            else f"0000:{0x90 + k:02X}:00.0",
+            "serial": f"1025C9{index:02d}{k:04d}",
+            "health": "OK",
+            "temp_c": 38 + (k * 3) % 9,
+            "power_w": round(95.0 + k * 0.7, 1),
+            "hbm_used_mb": 3337 + k % 3,
+            "aicore_pct": 0,
+            "link": "UP",
+            "net_health": "Success",
+            "device_ip": f"10.88.{index}.{k + 11}",
+            "netmask": "255.255.255.0",
+            "netdetect": None,
+            "gateway": None,
+        })
+    model = {
+        "hostname": name,
+        "chip_name": chip_name,
+        "hbm_mb": hbm_mb,
+        "mcu_version": mcu_version,
+        "npus": npus,
+        "driver": {"loaded": None, "pending": None},
+        "firmware": {"active": factory_firmware, "pending": None},
+        "faults": {},
+        "boot_id": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.boot0")),
+        "boots": 0,
+        "processes": [],
+    }
+    for fault in faults:
+        if fault.node != name:
+            continue
+        if fault.npu is None:
+            if fault.knob == "installer":
+                model["faults"]["installer"] = fault.value
+            continue
+        npu = npus[fault.npu]
+        if fault.knob == "health":
+            npu["health"] = fault.value
+        elif fault.knob == "missing":
+            npu["present"] = False
+        elif fault.knob == "temp":
+            npu["temp_c"] = int(fault.value)
+        elif fault.knob == "link":
+            npu["link"] = fault.value
+        elif fault.knob == "net_health":
+            npu["net_health"] = fault.value
+        elif fault.knob == "no-ip":
+            npu["device_ip"] = None
+            npu["netmask"] = None
+        elif fault.knob == "hbm-used":
+            npu["hbm_used_mb"] = int(fault.value)
+    return model

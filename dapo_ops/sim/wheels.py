@@ -1,0 +1,187 @@
+"""Wheels for the simulated fleet's package index: real ones from the package registry (cached on first use)
+and small stand-ins, built here with the stdlib, for the packages that cannot run without an NPU."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from dapo_ops.errors import SimError
+from dapo_ops.manifest import StackManifest
+
+# Real wheels: light enough to serve for real (Ray runs for real on the simulated fleet).
+REAL_WHEELS_DEPS = ["hydra-core>=1.3,<1.4", "omegaconf>=2.3,<2.4", "protobuf", "pyyaml", "setuptools>=68", "wheel"]
+# Published as an sdist only (hydra/omegaconf need it): built into a wheel in the cache.
+SDIST_ONLY = ["antlr4-python3-runtime==4.9.3"]
+REAL_WHEELS_NODEPS: list[str] = []
+# vllm-ascend's requirements name a torch-npu build of their own; installing it replaces torch_npu 2.7.1
+# (vllm-ascend FAQ #21), which the provisioning roles must re-assert.
+VLLM_ASCEND_TORCH_NPU = "2.7.1.dev20250724"
+
+_FIXED_TIME = (2025, 11, 10, 0, 0, 0)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_wheel(directory: Path, dist: str, version: str, files: dict[str, str],
+                requires: list[str] | None = None, summary: str = "") -> Path:
+    """A pure-python wheel, byte-for-byte reproducible."""
+    module = dist.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    metadata = [
+        "Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}",
+        f"Summary: {summary or 'dapo-ops simulated-fleet stand-in; not the real package'}",
+        "Requires-Python: >=3.9",
+    ] + [f"Requires-Dist: {r}" for r in requires or []]
+    contents = dict(files)
+    contents[f"{info}/METADATA"] = "\n".join(metadata) + "\n"
+    contents[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: dapo-ops\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    contents[f"{info}/top_level.txt"] = "\n".join(sorted({p.split("/")[0] for p in files})) + "\n"
+    record = [_record_line(name, text.encode()) for name, text in sorted(contents.items())]
+    record.append(f"{info}/RECORD,,")
+    contents[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    path = directory / f"{module}-{version}-py3-none-any.whl"
+    directory.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(contents):
+            entry = zipfile.ZipInfo(name, _FIXED_TIME)
+            entry.external_attr = 0o644 << 16
+            zf.writestr(entry, contents[name])
+    return path
+
+
+TORCH_INIT = '''"""torch stand-in (dapo-ops simulated fleet): version metadata only, no tensors."""
+__version__ = "{version}"
+
+
+class _Version:
+    cuda = None
+
+
+version = _Version()
+version.__version__ = __version__
+
+
+def compiled_with_cxx11_abi():
+    return True
+'''
+
+TORCH_NPU_INIT = '''"""torch_npu stand-in (dapo-ops simulated fleet). Like the real extension it is bound to one torch build and
+needs the CANN environment sourced."""
+import os
+
+__version__ = "{version}"
+_TORCH = "{torch}"
+
+import torch
+
+if torch.__version__.split("+")[0] != _TORCH:
+    raise ImportError(
+        "torch_npu %s was built for torch %s but torch %s is installed: "
+        "undefined symbol: _ZN3c1010Dispatcher17runRecordFunctionERN2at14RecordFunctionE"
+        % (__version__, _TORCH, torch.__version__))
+if not os.environ.get("ASCEND_TOOLKIT_HOME"):
+    raise ImportError("libhccl.so: cannot open shared object file: No such file or directory "
+                      "(source /usr/local/Ascend/ascend-toolkit/set_env.sh first)")
+'''
+
+
+def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
+    torch = manifest.pinned_version("torch")
+    torch_npu = manifest.pinned_version("torch_npu")
+    vllm = manifest.source("vllm").version
+    vllm_ascend = manifest.source("vllm_ascend").version
+    wheels = [
+        build_wheel(directory, "torch", torch, {"torch/__init__.py": TORCH_INIT.format(version=torch)}),
+        build_wheel(directory, "torch_npu", torch_npu,
+                    {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=torch_npu, torch=torch)},
+                    requires=[f"torch=={torch}"]),
+        build_wheel(directory, "torch_npu", VLLM_ASCEND_TORCH_NPU,
+                    {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=VLLM_ASCEND_TORCH_NPU, torch=torch)},
+                    requires=[f"torch=={torch}"]),
+        build_wheel(directory, "vllm", vllm, {"vllm/__init__.py": f'__version__ = "{vllm}"\n'},
+                    requires=[f"torch=={torch}"]),
+        build_wheel(directory, "vllm_ascend", vllm_ascend,
+                    {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n'},
+                    requires=[f"vllm=={vllm}", f"torch-npu=={VLLM_ASCEND_TORCH_NPU}"]),
+    ]
+    return wheels
+
+
+def real_requirements(manifest: StackManifest) -> tuple[list[str], list[str]]:
+    deps = [f"ray[default]{manifest.packages['ray']}", f"numpy{manifest.packages['numpy']}", *REAL_WHEELS_DEPS]
+    nodeps = [f"verl=={manifest.source('verl').version}", *REAL_WHEELS_NODEPS]
+    return deps, nodeps
+
+
+def fetch_real_wheels(cache: Path, manifest: StackManifest, log: Path) -> list[Path]:
+    """pip download the real wheels into cache (once; a marker records the requirement set)."""
+    deps, nodeps = real_requirements(manifest)
+    key = hashlib.sha256("\n".join(deps + ["--no-deps"] + nodeps).encode()).hexdigest()[:16]
+    marker = cache / f".complete-{key}"
+    if not marker.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        built = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps",
+                 "--wheel-dir", str(cache), *SDIST_ONLY]
+        with open(log, "ab") as out:
+            if subprocess.run(built, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+                raise SimError(f"could not build {' '.join(SDIST_ONLY)} for the simulated mirror; see {log}")
+        for reqs, extra in ((deps, []), (nodeps, ["--no-deps"])):
+            cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
+                   "--find-links", str(cache), "--dest", str(cache), *extra, *reqs]
+            with open(log, "ab") as out:
+                result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+            if result.returncode != 0:
+                raise SimError(f"could not fetch wheels for the simulated mirror ({' '.join(reqs)}); see {log}")
+        marker.write_text("\n".join(deps + nodeps) + "\n")
+    return sorted(p for p in cache.iterdir() if p.suffix == ".whl")
+
+
+def _project_of(wheel: Path) -> str:
+    return _normalize(wheel.name.split("-", 1)[0])
+
+
+def write_index(simple: Path, wheels: list[Path], files_url: str = "../../files") -> None:
+    """A PEP 503 simple index at simple/<project>/index.html, linking to files/<wheel>#sha256=..."""
+    by_project: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        by_project.setdefault(_project_of(wheel), []).append(wheel)
+    simple.mkdir(parents=True, exist_ok=True)
+    root_links = []
+    for project in sorted(by_project):
+        root_links.append(f'<a href="{project}/">{project}</a>')
+        links = []
+        for wheel in sorted(by_project[project], key=lambda p: p.name):
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            links.append(f'<a href="{files_url}/{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a>')
+        (simple / project).mkdir(exist_ok=True)
+        (simple / project / "index.html").write_text(
+            "<!DOCTYPE html>\n<html><body>\n" + "<br/>\n".join(links) + "\n</body></html>\n")
+    (simple / "index.html").write_text("<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n")
+
+
+def link_files(files_dir: Path, wheels: list[Path]) -> list[Path]:
+    files_dir.mkdir(parents=True, exist_ok=True)
+    linked = []
+    for wheel in wheels:
+        target = files_dir / wheel.name
+        if target.resolve() != wheel.resolve():
+            if target.exists() or target.is_symlink():
+                target.unlink()
+            os.link(wheel, target) if wheel.stat().st_dev == files_dir.stat().st_dev else target.write_bytes(wheel.read_bytes())
+        linked.append(target)
+    return linked
