@@ -19,7 +19,7 @@ from dapo_ops.errors import DapoError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class Output:
@@ -27,7 +27,7 @@ class Output:
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
-        self.console = err_console if as_json else Console()
+        self.console = err_console if as_json else Console(soft_wrap=True)
 
     def info(self, message: str) -> None:
         self.console.print(message, highlight=False)

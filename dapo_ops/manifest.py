@@ -59,7 +59,7 @@ class StackManifest:
             raise ManifestError(f"stack manifest has no source {key!r}") from None
 
     def pinned_version(self, package: str) -> str:
-        """'==2.7.1' -> '2.7.1' for exact pins."""
+        """'==X.Y.Z' -> 'X.Y.Z' for exact pins."""
         spec = self.packages.get(package, "")
         if not spec.startswith("=="):
             raise ManifestError(f"stack manifest does not pin {package} exactly (found {spec!r})")

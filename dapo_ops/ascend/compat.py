@@ -17,7 +17,7 @@ _INNER_CODE = re.compile(r"^(V\d+R\d+C\d+)")
 
 
 def _numeric_prefix(version: str) -> tuple[int, ...]:
-    """Leading all-digit components: '25.0.rc1.1' -> (25, 0); '7.7.0.1.231' -> (7, 7, 0, 1, 231)."""
+    """Leading all-digit components: '24.1.rc3' -> (24, 1); '7.5.0.1.129' -> (7, 5, 0, 1, 129)."""
     parts: list[int] = []
     for token in version.strip().split("."):
         if not token.isdigit():

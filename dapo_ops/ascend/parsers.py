@@ -49,7 +49,7 @@ def parse_toolkit_install_info(text: str, command: str = "cat ascend_toolkit_ins
 
 
 def parse_nnal_version_info(text: str, command: str = "cat nnal/atb/latest/version.info") -> dict[str, str]:
-    """NNAL ``version.info`` (``Ascend-cann-atb : 8.3.RC1`` lines)."""
+    """NNAL ``version.info`` (``Ascend-cann-atb : <version>`` lines)."""
     info = parse_key_values(text, command, separator=":")
     if "Ascend-cann-atb" not in info:
         raise ParseError(command, "missing 'Ascend-cann-atb :' line")
@@ -224,6 +224,8 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
         raise ParseError(command, "truncated: NPU row without its chip row", pending[4], pending[5])
     if section is None:
         raise ParseError(command, "truncated: no device table after the header")
+    if section != "processes":
+        raise ParseError(command, "truncated: no process table after the device table")
     return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
 
 

@@ -58,7 +58,7 @@ class Package:
         data = {"component": self.component, "version": self.version, "title": TITLES[self.component],
                 "version_info": self.version_info, "version_file": self.version_file, "arch": self.arch}
         if self.component == "conda":
-            # 'py311_24.7.1-0' -> '24.7.1'
+            # 'py311_A.B.C-0' -> 'A.B.C'
             data["conda_version"] = self.version.split("_", 1)[-1].split("-", 1)[0]
         return data
 

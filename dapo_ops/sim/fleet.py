@@ -496,6 +496,12 @@ class SimFleet:
                     out = (result.stdout + result.stderr).strip().splitlines()
                     raise SimError(f"preinstall on {node.name} failed ({' '.join(command[:2])}): "
                                    f"{out[-1] if out else result.returncode}")
+            extra = hwmodel.installer_faults(node.name, faults)
+            if extra:
+                hw_file = Path(node.dir) / "hw" / "hw.json"
+                model = json.loads(hw_file.read_text())
+                model["faults"].update(extra)
+                hw_file.write_text(json.dumps(model, indent=1, sort_keys=True))
 
     # ------------------------------------------------------------------------------------------- inventory
 

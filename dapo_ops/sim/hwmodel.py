@@ -119,9 +119,16 @@ def hdk_start(node: str, faults: list[Fault], provisioned: bool, pinned_driver: 
     return HdkStart(driver, firmware, half)
 
 
+def installer_faults(name: str, faults: list[Fault]) -> dict[str, str]:
+    return {"installer": f.value for f in faults if f.node == name and f.npu is None and f.knob == "installer"}
+
+
 def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fault], *, chip_name: str,
                      hbm_mb: int, factory_firmware: str, mcu_version: str) -> dict:
-    """The hardware model JSON the emulated tools read (driver/firmware state starts empty)."""
+    """The hardware model JSON the emulated tools read (driver/firmware state starts empty).
+
+    Installer faults are not applied here: they concern the next install, so the fleet adds them with
+    `installer_faults` after any preinstalled HDK is in place."""
     npus = []
     for k in range(npus_per_node):
         npus.append({
@@ -159,8 +166,6 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         if fault.node != name:
             continue
         if fault.npu is None:
-            if fault.knob == "installer":
-                model["faults"]["installer"] = fault.value
             continue
         npu = npus[fault.npu]
         if fault.knob == "health":

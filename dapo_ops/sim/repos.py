@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim.wheels import VLLM_ASCEND_TORCH_NPU
+from dapo_ops.sim.wheels import vllm_ascend_torch_npu
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "dapo-ops sim", "GIT_AUTHOR_EMAIL": "sim@dapo-ops.invalid",
@@ -199,7 +199,7 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         }),
         "vllm-ascend": (vllm_ascend.ref, {
             "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, vllm=vllm.version,
-                                                 torch_npu=VLLM_ASCEND_TORCH_NPU),
+                                                 torch_npu=vllm_ascend_torch_npu(manifest)),
             "vllm_ascend/__init__.py": VLLM_ASCEND_INIT.format(version=vllm_ascend.version, vllm=vllm.version),
             "README.md": f"vllm-ascend {vllm_ascend.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),

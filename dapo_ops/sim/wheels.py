@@ -21,9 +21,13 @@ REAL_WHEELS_DEPS = ["hydra-core>=1.3,<1.4", "omegaconf>=2.3,<2.4", "protobuf", "
 # Published as an sdist only (hydra/omegaconf need it): built into a wheel in the cache.
 SDIST_ONLY = ["antlr4-python3-runtime==4.9.3"]
 REAL_WHEELS_NODEPS: list[str] = []
-# vllm-ascend's requirements name a torch-npu build of their own; installing it replaces torch_npu 2.7.1
-# (vllm-ascend FAQ #21), which the provisioning roles must re-assert.
-VLLM_ASCEND_TORCH_NPU = "2.7.1.dev20250724"
+# vllm-ascend's requirements name a torch-npu dev build of their own; installing it replaces the pinned
+# torch_npu (vllm-ascend FAQ #21), which the provisioning roles must re-assert.
+VLLM_ASCEND_TORCH_NPU_SUFFIX = ".dev20250724"
+
+
+def vllm_ascend_torch_npu(manifest: StackManifest) -> str:
+    return manifest.pinned_version("torch_npu") + VLLM_ASCEND_TORCH_NPU_SUFFIX
 
 _FIXED_TIME = (2025, 11, 10, 0, 0, 0)
 
@@ -110,14 +114,15 @@ def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
         build_wheel(directory, "torch_npu", torch_npu,
                     {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=torch_npu, torch=torch)},
                     requires=[f"torch=={torch}"]),
-        build_wheel(directory, "torch_npu", VLLM_ASCEND_TORCH_NPU,
-                    {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=VLLM_ASCEND_TORCH_NPU, torch=torch)},
+        build_wheel(directory, "torch_npu", vllm_ascend_torch_npu(manifest),
+                    {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=vllm_ascend_torch_npu(manifest),
+                                                                    torch=torch)},
                     requires=[f"torch=={torch}"]),
         build_wheel(directory, "vllm", vllm, {"vllm/__init__.py": f'__version__ = "{vllm}"\n'},
                     requires=[f"torch=={torch}"]),
         build_wheel(directory, "vllm_ascend", vllm_ascend,
                     {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n'},
-                    requires=[f"vllm=={vllm}", f"torch-npu=={VLLM_ASCEND_TORCH_NPU}"]),
+                    requires=[f"vllm=={vllm}", f"torch-npu=={vllm_ascend_torch_npu(manifest)}"]),
     ]
     return wheels
 

@@ -1,0 +1,161 @@
+"""The hardware model, its fault knobs, and the emulated tools' output read back by the real parsers."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dapo_ops.ascend import parsers as p
+from dapo_ops.errors import UsageError
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim import hwmodel
+from dapo_ops.sim.artifacts import ASSETS
+
+EMU = ASSETS / "ascend_emu.py"
+
+
+def model(npus=16, faults=(), name="node1"):
+    parsed = [hwmodel.parse_fault(f) for f in faults]
+    return hwmodel.build_node_model(name, 1, npus, parsed, chip_name="910B3", hbm_mb=65536,
+                                    factory_firmware="7.1.0.7.220", mcu_version="23.3.13")
+
+
+class Node:
+    """A node's hardware model and /usr/local/Ascend in a temp dir, with the emulator pointed at them."""
+
+    def __init__(self, tmp_path, hw, driver_loaded=True):
+        self.hw_dir = tmp_path / "hw"
+        self.ascend = tmp_path / "Ascend"
+        self.hw_dir.mkdir()
+        (self.ascend / "driver").mkdir(parents=True)
+        manifest = load_manifest()
+        info = manifest.artifact("driver").version_info
+        (self.ascend / "driver" / "version.info").write_text("".join(f"{k}={v}\n" for k, v in info.items()))
+        if driver_loaded:
+            hw["driver"]["loaded"] = info["Version"]
+        (self.hw_dir / "hw.json").write_text(json.dumps(hw))
+        self.env = dict(os.environ, DAPO_SIM_HW_DIR=str(self.hw_dir), DAPO_SIM_ASCEND=str(self.ascend),
+                        DAPO_SIM_HCCN_CONF=str(tmp_path / "hccn.conf"))
+
+    def run(self, tool, *args, ok=True):
+        result = subprocess.run([sys.executable, str(EMU), tool, *args], capture_output=True, text=True,
+                                env=self.env, timeout=30)
+        if ok:
+            assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def hw(self):
+        return json.loads((self.hw_dir / "hw.json").read_text())
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("node1", "expected NODE"),
+    ("node1:color=red", "unknown node knob"),
+    ("node1.gpu3:health=Warning", "is not npuK"),
+    ("node1.npu3:health=Sad", "health must be one of"),
+    ("node1.npu3:temp=hot", "whole number"),
+    ("node1.npu3:missing=yes", "takes no value"),
+    ("node1:firmware", "needs a value"),
+    ("node1.npu1:link=SIDEWAYS", "UP or DOWN"),
+    ("node1:hdk=whatever", "out-of-range"),
+])
+def test_bad_fault_specs(spec, message):
+    with pytest.raises(UsageError, match=message):
+        hwmodel.parse_fault(spec)
+
+
+def test_fault_targets_are_checked():
+    faults = [hwmodel.parse_fault("node3.npu1:missing")]
+    with pytest.raises(UsageError, match="no node 'node3'"):
+        hwmodel.validate_faults(faults, ["node1", "node2"], 16)
+    with pytest.raises(UsageError, match="NPU 9 does not exist"):
+        hwmodel.validate_faults([hwmodel.parse_fault("node1.npu9:missing")], ["node1"], 8)
+
+
+def test_hdk_start():
+    fw_driver = {"7.5.0.1.129": "24.1.rc3", "7.3.0.1.231": "24.1.rc2"}
+    start = lambda faults, prov=False: hwmodel.hdk_start(  # noqa: E731
+        "node2", [hwmodel.parse_fault(f) for f in faults], prov, "PIN-DRV", "PIN-FW", fw_driver)
+    assert start([]) == hwmodel.HdkStart(None, None)
+    assert start([], prov=True) == hwmodel.HdkStart("PIN-DRV", "PIN-FW")
+    assert start(["node2:firmware=7.5.0.1.129"]) == hwmodel.HdkStart("24.1.rc3", "7.5.0.1.129")
+    assert start(["node2:hdk=out-of-range"]) == hwmodel.HdkStart("24.1.rc2", "7.3.0.1.231")
+    assert start(["node1:firmware=7.5.0.1.129"]) == hwmodel.HdkStart(None, None)
+    assert start(["node2:driver-half-installed"]) == hwmodel.HdkStart("PIN-DRV", None, True)
+
+
+def test_npu_smi_table_parses_back_with_16_npus(tmp_path):
+    node = Node(tmp_path, model())
+    info = p.parse_npu_smi_info(node.run("npu-smi", "info").stdout)
+    assert info.npu_ids == list(range(16))
+    assert {c.name for c in info.chips} == {"910B3"}
+    assert all(c.health == "OK" and c.hbm_total_mb == 65536 for c in info.chips)
+    assert info.chips[0].bus_id == "0000:C1:00.0" and info.chips[7].bus_id == "0000:42:00.0"
+    listed = p.parse_npu_smi_list(node.run("npu-smi", "info", "-l").stdout)
+    assert listed.total_count == 16
+    chip_map = p.parse_npu_smi_chip_map(node.run("npu-smi", "info", "-m").stdout)
+    assert len(chip_map) == 32 and chip_map[1].chip_name == "Mcu"
+
+
+def test_npu_smi_absent_driver_is_an_error(tmp_path):
+    node = Node(tmp_path, model(), driver_loaded=False)
+    result = node.run("npu-smi", "info", ok=False)
+    assert result.returncode != 0 and "dcmi module initialize failed" in result.stdout
+
+
+def test_each_npu_fault_is_visible(tmp_path):
+    faults = ["node1.npu3:health=Warning", "node1.npu5:missing", "node1.npu2:temp=97", "node1.npu0:link=DOWN",
+              "node1.npu1:net_health=Fault", "node1.npu4:no-ip", "node1.npu6:hbm-used=40000",
+              "node1.npu7:health=Alarm"]
+    node = Node(tmp_path, model(faults=faults))
+    info = p.parse_npu_smi_info(node.run("npu-smi", "info").stdout)
+    by_id = {c.npu_id: c for c in info.chips}
+    assert 5 not in by_id and len(by_id) == 15
+    assert by_id[3].health == "Warning" and by_id[7].health == "Alarm"
+    assert by_id[2].temp_c == 97
+    assert by_id[6].hbm_used_mb == 40000
+    assert p.parse_npu_smi_health(node.run("npu-smi", "info", "-t", "health", "-i", "3").stdout).health == "Warning"
+    assert p.parse_npu_smi_temp(node.run("npu-smi", "info", "-t", "temp", "-i", "2").stdout).npu_temp_c == 97
+    assert p.parse_npu_smi_usages(node.run("npu-smi", "info", "-t", "usages", "-i", "6").stdout).hbm_usage_pct == 61
+    assert node.run("npu-smi", "info", "-t", "board", "-i", "5", ok=False).returncode == 1
+    assert p.parse_npu_smi_list(node.run("npu-smi", "info", "-l").stdout).total_count == 15
+    assert p.parse_hccn_link(node.run("hccn_tool", "-i", "0", "-link", "-g").stdout) == "DOWN"
+    assert p.parse_hccn_link(node.run("hccn_tool", "-i", "1", "-link", "-g").stdout) == "UP"
+    assert p.parse_hccn_net_health(node.run("hccn_tool", "-i", "1", "-net_health", "-g").stdout) == "Fault"
+    no_ip = node.run("hccn_tool", "-i", "4", "-ip", "-g", ok=False)
+    assert not p.parse_hccn_ip(no_ip.stdout).configured
+    assert p.parse_hccn_ip(node.run("hccn_tool", "-i", "0", "-ip", "-g").stdout).address == "10.88.1.11"
+    assert node.run("lspci", "-n", "-d", "19e5:d802").stdout.count("19e5:d802") == 15
+
+
+def test_board_compatibility_follows_the_driver_range(tmp_path):
+    hw = model()
+    node = Node(tmp_path, hw)
+    board = p.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
+    assert (board.firmware_version, board.compatibility) == ("7.1.0.7.220", "OK")
+    hw = node.hw()
+    hw["firmware"]["active"] = "7.8.0.6.236"
+    (node.hw_dir / "hw.json").write_text(json.dumps(hw))
+    board = p.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
+    assert board.compatibility == "NOK"
+
+
+def test_hccn_tool_set_ip_persists_to_hccn_conf(tmp_path):
+    node = Node(tmp_path, model(faults=["node1.npu4:no-ip"]))
+    node.run("hccn_tool", "-i", "4", "-ip", "-s", "address", "10.99.0.5", "netmask", "255.255.255.0")
+    assert p.parse_hccn_ip(node.run("hccn_tool", "-i", "4", "-ip", "-g").stdout).address == "10.99.0.5"
+    assert "address_4=10.99.0.5" in (tmp_path / "hccn.conf").read_text()
+
+
+def test_sim_reboot_activates_pending_firmware_and_changes_boot_id(tmp_path):
+    hw = model()
+    hw["firmware"]["pending"] = "7.7.0.1.231"
+    node = Node(tmp_path, hw)
+    before = node.hw()["boot_id"]
+    node.run("sim-reboot")
+    after = node.hw()
+    assert after["firmware"] == {"active": "7.7.0.1.231", "pending": None}
+    assert after["boot_id"] != before and after["boots"] == 1
+    assert (node.hw_dir / "boot_id").read_text().strip() == after["boot_id"]

@@ -1,0 +1,86 @@
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dapo_ops.errors import ManifestError
+from dapo_ops.manifest import load_manifest, parse_manifest
+from dapo_ops.paths import PROJECT_ROOT, STACK_MANIFEST
+from dapo_ops.sim import artifacts
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return load_manifest()
+
+
+def test_pins_the_stack(manifest):
+    assert manifest.artifact("driver").file.endswith(f"_{manifest.artifact('driver').version}_linux-aarch64.run")
+    assert manifest.python_version == "3.11"
+    assert manifest.packages["numpy"] == "<2"
+    assert manifest.pinned_version("torch") == manifest.pinned_version("torch_npu")
+    assert manifest.source("vllm").extra["build_env"] == {"VLLM_TARGET_DEVICE": "empty"}
+    assert manifest.source("vllm").dir != manifest.source("vllm_ascend").dir
+
+
+def test_pinned_driver_firmware_toolkit_agree(manifest):
+    report = manifest.pinned_compatibility()
+    assert report.compatible, report.reasons()
+    assert len(report.checked) == 3
+
+
+def test_pinned_digests_match_the_built_installers(manifest):
+    for key, package in artifacts.pinned_packages(manifest).items():
+        actual = artifacts.digest(artifacts.build(package))
+        assert actual == manifest.artifact(key).sha256, (
+            f"{key}: manifest digest is stale; run `python -m dapo_ops.sim.artifacts --update-manifest`")
+
+
+def test_build_is_deterministic(manifest):
+    package = artifacts.pinned_packages(manifest)["driver"]
+    assert artifacts.build(package) == artifacts.build(package)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(schema=2), "unsupported schema"),
+    (lambda d: d["artifacts"].pop("firmware"), "artifacts.firmware is missing"),
+    (lambda d: d["artifacts"]["driver"].update(sha256="abc"), "not a sha256"),
+    (lambda d: d["python"].pop("packages"), "python.packages is missing"),
+    (lambda d: d["sources"]["verl"].pop("ref"), "sources.verl.ref is missing"),
+])
+def test_malformed_manifest(mutate, message):
+    data = yaml.safe_load(STACK_MANIFEST.read_text())
+    mutate(data)
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(data)
+
+
+def test_unreadable_manifest(tmp_path):
+    with pytest.raises(ManifestError, match="cannot read"):
+        load_manifest(tmp_path / "missing.yml")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("schema: [1\n")
+    with pytest.raises(ManifestError, match="not valid YAML"):
+        load_manifest(bad)
+
+
+def test_no_pinned_version_is_repeated_outside_the_manifest(manifest):
+    """The manifest is the single truth: code, roles, templates and inventories never spell a pinned version."""
+    versions = {a.version for a in manifest.artifacts.values()}
+    versions |= {manifest.pinned_version(p) for p in ("torch", "torch_npu", "ray")}
+    versions |= {s.ref for s in manifest.sources.values()} | {s.version for s in manifest.sources.values()}
+    patterns = {v: re.compile(rf"(?<![\w.]){re.escape(v)}(?![\w])(?!\.\d)") for v in versions}
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    offenders = []
+    for name in tracked:
+        path = Path(PROJECT_ROOT, name)
+        if name == "stack/manifest.yml" or name.startswith("tests/") or not path.is_file():
+            continue
+        if path.suffix not in (".py", ".yml", ".yaml", ".j2", ".sh", ".cfg", ".toml", ".ini") and name != ".ci/run":
+            continue
+        text = path.read_text(errors="replace")
+        offenders += [f"{name}: {v}" for v, pattern in patterns.items() if pattern.search(text)]
+    assert not offenders, offenders
