@@ -238,7 +238,7 @@ class SimFleet:
         self._check_host()
         started = time.monotonic()
         current = self.load_state()
-        if current is not None and current.spec == asdict(spec) and self._healthy(current):
+        if current is not None and current.spec == json.loads(json.dumps(asdict(spec))) and self._healthy(current):
             self.log(f"fleet of {spec.nodes} node(s) already up; nothing to do")
             return current
         if current is not None or self._leftovers():

@@ -111,6 +111,9 @@ def verify_archive(quiet):
 
 
 def install_user(flags, values):
+    recorded = read_kv("/etc/ascend_install.info") or {}
+    if "--upgrade" in flags and "--install-username" not in values and recorded.get("UserName"):
+        return recorded["UserName"], recorded.get("UserGroup", recorded["UserName"])
     user = values.get("--install-username", "HwHiAiUser")
     group = values.get("--install-usergroup", user)
     if "--install-for-all" in flags and "--install-username" not in values:

@@ -1,0 +1,14 @@
+from dapo_ops.fleet.ssh import run_on
+from dapo_ops.inventory import load_inventory
+
+
+def hosts():
+    return {h.name: h for h in load_inventory().hosts}
+
+
+def sh(host, command, timeout=60, ok=True):
+    result = run_on(host, command, timeout=timeout)
+    assert result.error is None, result.error
+    if ok:
+        assert result.exit_code == 0, f"{command!r} on {host.name}: {result.stdout}{result.stderr}"
+    return result

@@ -1,0 +1,96 @@
+"""Every fault knob, seen through the emulated tools over SSH and read back by the real parsers."""
+
+import pytest
+
+from dapo_ops.ascend import parsers as p
+from dapo_ops.ascend.compat import check_compatibility
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim.fleet import FleetSpec
+
+from .helpers import hosts, sh
+
+FAULTS = (
+    "node1.npu3:health=Warning", "node1.npu7:health=Critical", "node1.npu5:missing", "node1.npu2:temp=97",
+    "node1.npu0:link=DOWN", "node1.npu1:net_health=Fault", "node1.npu4:no-ip", "node1.npu6:hbm-used=40000",
+    "node1:installer=dkms-fail", "node2:firmware=7.5.0.1.129", "node3:hdk=out-of-range",
+    "node3:driver-half-installed",
+)
+
+
+@pytest.fixture(scope="module")
+def fleet(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=3, npus_per_node=8, faults=FAULTS, provisioned=True))
+    return hosts()
+
+
+def test_npu_faults_in_npu_smi(fleet):
+    info = p.parse_npu_smi_info(sh(fleet["node1"], "npu-smi info").stdout)
+    chips = {c.npu_id: c for c in info.chips}
+    assert sorted(chips) == [0, 1, 2, 3, 4, 6, 7]  # npu5 missing
+    assert chips[3].health == "Warning" and chips[7].health == "Critical"
+    assert chips[2].temp_c == 97
+    assert chips[6].hbm_used_mb == 40000
+    health = p.parse_npu_smi_health(sh(fleet["node1"], "npu-smi info -t health -i 7").stdout)
+    assert health.health == "Critical"
+    assert sh(fleet["node1"], "ls /dev/davinci5", ok=False).exit_code != 0
+    assert sh(fleet["node1"], "lspci -d 19e5:d802 | wc -l").stdout.strip() == "7"
+    clean = p.parse_npu_smi_info(sh(fleet["node2"], "npu-smi info").stdout)
+    assert len(clean.chips) == 8 and {c.health for c in clean.chips} == {"OK"}
+
+
+def test_nic_faults_in_hccn_tool(fleet):
+    node1 = fleet["node1"]
+    hccn = "/usr/local/Ascend/driver/tools/hccn_tool"
+    assert p.parse_hccn_link(sh(node1, f"{hccn} -i 0 -link -g").stdout) == "DOWN"
+    assert p.parse_hccn_net_health(sh(node1, f"{hccn} -i 1 -net_health -g").stdout) == "Fault"
+    no_ip = sh(node1, f"{hccn} -i 4 -ip -g", ok=False)
+    assert no_ip.exit_code != 0 and not p.parse_hccn_ip(no_ip.stdout).configured
+    assert p.parse_hccn_ip(sh(node1, f"{hccn} -i 3 -ip -g").stdout).configured
+
+
+def test_old_firmware_node(fleet):
+    manifest = load_manifest()
+    node2 = fleet["node2"]
+    board = p.parse_npu_smi_board(sh(node2, "npu-smi info -t board -i 0").stdout)
+    assert board.firmware_version == "7.5.0.1.129"
+    assert board.software_version == "24.1.rc3"
+    firmware = p.parse_version_info(sh(node2, "cat /usr/local/Ascend/firmware/version.info").stdout)
+    assert firmware["Version"] == "7.5.0.1.129"
+    pinned_driver = manifest.artifact("driver").version_info
+    assert not check_compatibility(pinned_driver, firmware).compatible  # the pinned driver needs newer firmware
+
+
+def test_out_of_range_pair_and_half_installed_driver(fleet):
+    node3 = fleet["node3"]
+    board = p.parse_npu_smi_board(sh(node3, "npu-smi info -t board -i 0").stdout)
+    assert (board.software_version, board.firmware_version, board.compatibility) == ("24.1.rc2", "7.3.0.1.231", "NOK")
+    driver = p.parse_version_info(sh(node3, "cat /usr/local/Ascend/driver/version.info").stdout)
+    firmware = p.parse_version_info(sh(node3, "cat /usr/local/Ascend/firmware/version.info").stdout)
+    report = check_compatibility(driver, firmware)
+    assert [x.rule for x in report.problems] == ["firmware-in-driver-range"]
+    assert sh(node3, "test -e /usr/local/Ascend/driver/tools/upgrade-tool", ok=False).exit_code == 1
+
+
+def test_dkms_failure_fault(fleet):
+    manifest = load_manifest()
+    node1 = fleet["node1"]
+    driver = manifest.artifact("driver")
+    sh(node1, f"curl -fsS -o /tmp/driver.run {node1.vars['dapo_artifact_url']}/{driver.file}")
+    result = sh(node1, "bash /tmp/driver.run --upgrade --quiet --nox11", ok=False)
+    assert result.exit_code == 1
+    assert "Dkms install failed" in result.stdout
+    # the same installer works on a node without the fault
+    node2 = fleet["node2"]
+    sh(node2, f"curl -fsS -o /tmp/driver.run {node2.vars['dapo_artifact_url']}/{driver.file}")
+    upgrade = sh(node2, "bash /tmp/driver.run --upgrade --quiet --nox11", ok=False)
+    assert upgrade.exit_code == 2 and "Reboot needed" in upgrade.stdout
+
+
+def test_provisioned_nodes_have_cann(fleet):
+    manifest = load_manifest()
+    toolkit = p.parse_toolkit_install_info(sh(
+        fleet["node2"], "cat /usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info").stdout)
+    assert toolkit["version"] == manifest.artifact("cann_toolkit").version
+    nnal = p.parse_nnal_version_info(sh(fleet["node2"], "cat /usr/local/Ascend/nnal/atb/latest/version.info").stdout)
+    assert nnal["Ascend-cann-atb"] == manifest.artifact("cann_nnal").version
