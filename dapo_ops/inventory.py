@@ -68,7 +68,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     for name in names:
         v = hostvars.get(name, {})
         address = v.get("ansible_host", name)
-        known = v.get("dapo_known_hosts") or os.path.expanduser("~/.ssh/known_hosts")
+        known = os.path.expanduser(v.get("dapo_known_hosts") or "~/.ssh/known_hosts")
         key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
         try:
             port = int(v.get("ansible_port", v.get("ansible_ssh_port", 22)))

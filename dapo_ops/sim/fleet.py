@@ -34,7 +34,7 @@ SUBNET = "10.77.0"          # a private /24 that exists only on the bridge and i
 BRIDGE_IP = f"{SUBNET}.1"
 MIRROR_PORT = 8765
 MAX_NODES = 200
-OVERLAYS = ("etc", "usr/local", "opt", "root", "home")
+OVERLAYS = ("etc", "usr/local", "usr/src", "opt", "root", "home")
 HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/opt", "/root", "/home", "/tmp", "/var/log", "/dev", "/proc")
 SSHD = "/usr/sbin/sshd"
 NODE_PYTHON = "/usr/bin/python3"
@@ -343,9 +343,13 @@ class SimFleet:
 
         sbin = d / "upper" / "usr_local" / "sbin"
         sbin.mkdir(parents=True)
-        for tool in ("lspci", "sim-reboot"):
+        for tool in ("lspci", "sim-reboot", "dkms"):
             (sbin / tool).write_text(f"#!/bin/sh\nexec {NODE_PYTHON} /dev/.dapo-sim/{EMU_NAME} {tool} \"$@\"\n")
             (sbin / tool).chmod(0o755)
+        # the node image's kernel headers, which the driver's DKMS build needs (nothing is compiled here)
+        headers = d / "upper" / "usr_src" / f"linux-headers-{os.uname().release}"
+        headers.mkdir(parents=True)
+        (headers / "Makefile").write_text(f"# kernel headers stand-in for {os.uname().release}\n")
 
         catalog = artifacts.load_catalog()
         model = hwmodel.build_node_model(

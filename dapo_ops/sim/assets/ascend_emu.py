@@ -379,7 +379,17 @@ def sim_reboot(args):
     return ""
 
 
-TOOLS = {"npu-smi": npu_smi, "hccn_tool": hccn_tool, "lspci": lspci, "upgrade-tool": upgrade_tool,
+def dkms(args):
+    """DKMS stand-in of the node image: the driver's kernel modules are never really built here."""
+    if args[:1] in (["--version"], ["-V"]):
+        return "dkms-3.0.10"
+    if args[:1] == ["status"]:
+        return "davinci_ascend/1.0, %s, %s: installed" % (os.uname().release, os.uname().machine) if \
+            os.path.exists(os.path.join(ASCEND, "driver", "version.info")) else ""
+    usage_error("dkms stand-in supports --version and status")
+
+
+TOOLS = {"dkms": dkms, "npu-smi": npu_smi, "hccn_tool": hccn_tool, "lspci": lspci, "upgrade-tool": upgrade_tool,
          "sim-reboot": sim_reboot}
 
 

@@ -1,0 +1,37 @@
+from pathlib import Path
+
+import pytest
+
+from dapo_ops.errors import InventoryError
+from dapo_ops.inventory import load_inventory, parse_inventory
+from dapo_ops.paths import INVENTORY_DIR
+
+
+def test_example_inventory_describes_a_real_cluster():
+    inventory = load_inventory(INVENTORY_DIR / "example")
+    assert inventory.names() == ["a2-node01", "a2-node02"]
+    node = inventory.hosts[0]
+    assert (node.address, node.user, node.port) == ("192.0.2.11", "root", 22)
+    assert node.known_hosts == Path("~/.ssh/known_hosts").expanduser()
+    assert node.key_file == Path("~/.ssh/dapo_ops_ed25519").expanduser()
+    assert node.vars["npus_per_node"] == 8
+    assert node.vars["dapo_hccl_ifname"] == "enp189s0f0"
+    assert len(node.vars["dapo_device_ips"]) == 8
+
+
+def test_missing_and_empty_inventories(tmp_path):
+    with pytest.raises(InventoryError, match="does not exist"):
+        load_inventory(tmp_path / "nope")
+    with pytest.raises(InventoryError, match="no hosts in group 'npu_nodes'"):
+        parse_inventory({"_meta": {"hostvars": {}}, "all": {"children": ["ungrouped"]}}, tmp_path)
+    bad = tmp_path / "hosts.yml"
+    bad.write_text("all: [unbalanced\n")
+    with pytest.raises(InventoryError, match="not usable"):
+        load_inventory(bad)
+
+
+def test_limit():
+    inventory = load_inventory(INVENTORY_DIR / "example")
+    assert inventory.limit(["a2-node02"]).names() == ["a2-node02"]
+    with pytest.raises(InventoryError, match="not in the inventory: nodeX"):
+        inventory.limit(["nodeX"])
