@@ -65,11 +65,12 @@ class Package:
 
 def build(package: Package) -> bytes:
     data = json.dumps(package.data(), sort_keys=True)
+    prelude = f"import json\nPACKAGE = json.loads({data!r})\n"
     if package.component == "conda":
         cli = (ASSETS / "conda_cli.py").read_text()
-        payload = f"PACKAGE = {data}\nCONDA_CLI = {json.dumps(cli)}\n" + (ASSETS / "conda_installer.py").read_text()
+        payload = prelude + f"CONDA_CLI = {cli!r}\n" + (ASSETS / "conda_installer.py").read_text()
     else:
-        payload = f"PACKAGE = {data}\n" + (ASSETS / "run_installer.py").read_text()
+        payload = prelude + (ASSETS / "run_installer.py").read_text()
     payload = payload.rstrip("\n") + "\n"
     digest = hashlib.sha256(payload.encode()).hexdigest()
     header = HEADER.format(title=TITLES[package.component], version=package.version, digest=digest)

@@ -1,8 +1,8 @@
 """`dapo-ops sim up|status|down`: a simulated Ascend fleet on one Linux machine.
 
 Each node is a network namespace on a private bridge, a PID/UTS/mount namespace with its own /etc,
-/usr/local (so /usr/local/Ascend), /opt, /root, /home (overlays on the host's), its own /tmp, /var/log and
-/dev (with /dev/davinciK for its NPUs and the hardware model at /dev/.dapo-sim), and a real OpenSSH sshd as
+/usr/local (so /usr/local/Ascend) and /usr/src (overlays on the host's), its own empty /opt, /root, /home,
+/tmp, /var/log, and /dev (with /dev/davinciK for its NPUs and the hardware model at /dev/.dapo-sim), and a real OpenSSH sshd as
 its PID 1. Stopping the node is killing that PID 1: the kernel then kills everything else in the node.
 Practical findings behind this layout: shared/reference/lab-and-ops.md §3 and its appendix.
 """
@@ -34,8 +34,9 @@ SUBNET = "10.77.0"          # a private /24 that exists only on the bridge and i
 BRIDGE_IP = f"{SUBNET}.1"
 MIRROR_PORT = 8765
 MAX_NODES = 200
-OVERLAYS = ("etc", "usr/local", "usr/src", "opt", "root", "home")
-HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/opt", "/root", "/home", "/tmp", "/var/log", "/dev", "/proc")
+OVERLAYS = ("etc", "usr/local", "usr/src")       # the node sees the host's files and writes its own copy
+PRIVATE_DIRS = ("opt", "root", "home", "tmp", "var/log")  # the node starts with these empty
+HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/opt", "/root", "/home", "/tmp", "/var/log", "/dev", "/proc")
 SSHD = "/usr/sbin/sshd"
 NODE_PYTHON = "/usr/bin/python3"
 EMU_NAME = "ascend_emu.py"
@@ -315,9 +316,10 @@ class SimFleet:
         d = Path(node.dir)
         if d.exists():
             shutil.rmtree(d)
-        for sub in ("tmp", "varlog", "hw", "devstage"):
+        for sub in ("hw", "devstage", *(p.replace("/", "_") for p in PRIVATE_DIRS)):
             (d / sub).mkdir(parents=True)
         (d / "tmp").chmod(0o1777)
+        (d / "root").chmod(0o700)
         for overlay in OVERLAYS:
             key = overlay.replace("/", "_")
             (d / "upper" / key).mkdir(parents=True)
@@ -360,6 +362,11 @@ class SimFleet:
         (d / "hw" / "boot_id").write_text(model["boot_id"] + "\n")
         shutil.copyfile(artifacts.ASSETS / EMU_NAME, d / "hw" / EMU_NAME)
 
+        conf = []
+        for npu in model["npus"]:
+            if npu["present"] and npu["device_ip"]:
+                conf += [f"address_{npu['id']}={npu['device_ip']}", f"netmask_{npu['id']}={npu['netmask']}"]
+        (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
         present = [n["id"] for n in model["npus"] if n["present"]]
         (d / "init.sh").write_text(self._init_script(node, d, present))
 
@@ -379,8 +386,7 @@ class SimFleet:
             "set -eu",
             f"hostname {node.name}",
             *overlay_lines,
-            f"mount --bind {d}/tmp /tmp",
-            f"mount --bind {d}/varlog /var/log",
+            *(f"mount --bind {d}/{p.replace('/', '_')} /{p}" for p in PRIVATE_DIRS),
             f"mount -t tmpfs -o mode=0755,size=64m dapo-dev {dev}",
             f"for n in null zero full random urandom tty; do touch {dev}/$n; mount --bind /dev/$n {dev}/$n; done",
             f"mkdir {dev}/pts {dev}/shm {dev}/.dapo-sim",
