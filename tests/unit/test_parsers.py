@@ -162,3 +162,42 @@ def test_version_info_malformed(text, reason):
         p.parse_version_info(text, "cat /usr/local/Ascend/driver/version.info")
     assert reason in str(err.value)
     assert "cat /usr/local/Ascend/driver/version.info" in str(err.value)
+
+
+PARSERS = [
+    (p.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
+    (p.parse_npu_smi_list, "npu-smi-list.txt"),
+    (p.parse_npu_smi_board, "npu-smi-board.txt"),
+    (p.parse_npu_smi_health, "npu-smi-health.txt"),
+    (p.parse_npu_smi_temp, "npu-smi-temp.txt"),
+    (p.parse_version_info, "driver-version.info"),
+    (p.parse_toolkit_install_info, "ascend_toolkit_install.info"),
+]
+
+
+@pytest.mark.parametrize("parser, sample", PARSERS)
+def test_truncated_and_mangled_input_only_ever_raises_parse_error(data_dir, parser, sample):
+    """Every line-prefix and a few hundred seeded mutations: a result or a ParseError, nothing else."""
+    import random
+
+    text = read(data_dir, sample)
+    lines = text.splitlines(keepends=True)
+    candidates = ["".join(lines[:k]) for k in range(len(lines) + 1)]
+    rng = random.Random(sample)
+    for _ in range(300):
+        chars = list(text)
+        for _ in range(rng.randint(1, 6)):
+            i = rng.randrange(len(chars))
+            action = rng.choice(("delete", "replace", "insert"))
+            if action == "delete":
+                del chars[i]
+            elif action == "replace":
+                chars[i] = rng.choice("|/:= \n0x-abc")
+            else:
+                chars.insert(i, rng.choice("|/:= \n9"))
+        candidates.append("".join(chars))
+    for candidate in candidates:
+        try:
+            parser(candidate)
+        except ParseError:
+            pass
