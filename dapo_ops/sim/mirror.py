@@ -4,7 +4,7 @@ Layout under the mirror root (served as-is):
     artifacts/<vendor file>          the pinned installers (stand-ins, digests as in stack/manifest.yml)
     simple/<project>/index.html      PEP 503 index -> files/<wheel>
     files/<wheel>                    real wheels (cached from the registry) and stand-in wheels
-    git/<name>.git                   bare repositories (dumb HTTP): vllm, vllm-ascend, verl
+    git/<name>.git                   bare repositories (smart HTTP, shallow clones work): vllm, vllm-ascend, verl
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,13 +64,63 @@ def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> Mirr
     return layout
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
+class MirrorHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files, plus git's smart HTTP protocol (through `git http-backend`) under /git/ so that shallow
+    clones work as they do against a real git server."""
+
+    git_root: Path = Path("/nonexistent")
+
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's signature
         sys.stderr.write("%s - %s\n" % (self.address_string(), format % args))
 
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.startswith("/git/"):
+            self._git_backend()
+        else:
+            super().do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path.startswith("/git/"):
+            self._git_backend()
+        else:
+            self.send_error(405)
+
+    def _git_backend(self) -> None:
+        path, _, query = self.path.partition("?")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_PROJECT_ROOT": str(self.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path[len("/git"):], "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": self.client_address[0],
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+            "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+        }
+        result = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, timeout=300)
+        sep = b"\r\n\r\n" if b"\r\n\r\n" in result.stdout else b"\n\n"
+        head, _, payload = result.stdout.partition(sep)
+        status, headers = 200, []
+        for line in head.decode(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key:
+                headers.append((key.strip(), value.strip()))
+        if result.returncode != 0 and not head:
+            self.send_error(500, "git http-backend failed")
+            return
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
 
 def serve(root: Path, bind: str, port: int) -> None:
-    handler = functools.partial(QuietHandler, directory=str(root))
+    handler_class = type("BoundMirrorHandler", (MirrorHandler,), {"git_root": root / "git"})
+    handler = functools.partial(handler_class, directory=str(root))
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     with http.server.ThreadingHTTPServer((bind, port), handler) as server:
         server.serve_forever()

@@ -51,7 +51,7 @@ def test_git_repositories_at_the_pinned_tags(node):
     base = node.vars["dapo_git_base_url"]
     for name, key in (("vllm", "vllm"), ("vllm-ascend", "vllm_ascend"), ("verl", "verl")):
         ref = manifest.source(key).ref
-        sh(node, f"git clone -q --branch {ref} {base}/{name}.git /opt/src/{name}")
+        sh(node, f"git clone -q --depth 1 --branch {ref} {base}/{name}.git /opt/src/{name}")
         assert sh(node, f"git -C /opt/src/{name} describe --tags").stdout.strip() == ref
     verl = manifest.source("verl")
     sh(node, f"test -f /opt/src/verl/{verl.extra['recipe_config']} && test -f /opt/src/verl/{verl.extra['requirements']}")

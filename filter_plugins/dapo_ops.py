@@ -1,0 +1,71 @@
+"""Jinja filters that hand raw node output to dapo_ops's parsers and compatibility rules (on the controller)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from dapo_ops.ascend import parsers
+from dapo_ops.ascend.compat import check_compatibility
+from dapo_ops.errors import ParseError
+
+
+def _wrap(fn, text, *args):
+    if text is None:
+        return None
+    try:
+        return fn(text, *args)
+    except ParseError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def version_info(text, command="cat version.info"):
+    """key=value version file text -> dict (None stays None: not installed)."""
+    return _wrap(parsers.parse_version_info, text, command)
+
+
+def toolkit_info(text):
+    return _wrap(parsers.parse_toolkit_install_info, text)
+
+
+def nnal_info(text):
+    return _wrap(parsers.parse_nnal_version_info, text)
+
+
+def kernels_info(text):
+    return _wrap(lambda t: parsers.parse_version_info(t, "cat opp_kernel/version.info", ("version_dir",)), text)
+
+
+def npu_smi_info(text):
+    info = _wrap(parsers.parse_npu_smi_info, text)
+    if info is None:
+        return None
+    return {"npu_smi_version": info.npu_smi_version, "driver_version": info.driver_version,
+            "npus": [{"id": c.npu_id, "name": c.name, "health": c.health, "temp_c": c.temp_c,
+                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb, "bus_id": c.bus_id}
+                     for c in info.chips]}
+
+
+def npu_smi_board(text):
+    board = _wrap(parsers.parse_npu_smi_board, text)
+    if board is None:
+        return None
+    return {"npu_id": board.npu_id, "software_version": board.software_version,
+            "firmware_version": board.firmware_version, "compatibility": board.compatibility}
+
+
+def ascend_compat(driver, firmware=None, toolkit=None):
+    """Parsed version files -> list of incompatibility reasons (empty: compatible)."""
+    return check_compatibility(driver or None, firmware or None, toolkit or None).reasons()
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "dapo_version_info": version_info,
+            "dapo_toolkit_info": toolkit_info,
+            "dapo_nnal_info": nnal_info,
+            "dapo_kernels_info": kernels_info,
+            "dapo_npu_smi_info": npu_smi_info,
+            "dapo_npu_smi_board": npu_smi_board,
+            "dapo_ascend_compat": ascend_compat,
+        }
