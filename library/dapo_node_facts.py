@@ -39,6 +39,11 @@ options:
     description: Read-only commands to run, name -> argv list. A command not on PATH gives rc 127.
     type: dict
     default: {}
+  board_ids:
+    description: NPU ids to query with C(npu-smi info -t board -i N); their outputs are returned as C(board<N>).
+    type: list
+    elements: int
+    default: []
   run_user:
     description: The driver's run user (and group).
     type: str
@@ -86,6 +91,7 @@ def main():
             "header_paths": {"type": "list", "elements": "path", "default": []},
             "version_files": {"type": "dict", "default": {}},
             "commands": {"type": "dict", "default": {}},
+            "board_ids": {"type": "list", "elements": "int", "default": []},
             "run_user": {"type": "str", "default": "HwHiAiUser"},
         },
         supports_check_mode=True,
@@ -103,7 +109,10 @@ def main():
     else:
         pci_error = "lspci not found (install pciutils)"
     outputs = {}
-    for name, argv in p["commands"].items():
+    commands = dict(p["commands"])
+    for npu in p["board_ids"]:
+        commands["board%d" % npu] = ["npu-smi", "info", "-t", "board", "-i", str(npu)]
+    for name, argv in commands.items():
         if not argv or not module.get_bin_path(argv[0]):
             outputs[name] = {"rc": 127, "stdout": "", "stderr": "%s: command not found" % (argv[:1] or ["?"])[0]}
             continue

@@ -138,11 +138,12 @@ def _tree_key(files: dict[str, str | bytes], tag: str) -> str:
 def build_repo(git_root: Path, name: str, tag: str, files: dict[str, str | bytes], scratch: Path) -> Path:
     """A bare repo git_root/<name>.git with one commit tagged `tag`, served over dumb HTTP."""
     bare = git_root / f"{name}.git"
+    bare.parent.mkdir(parents=True, exist_ok=True)
     key = _tree_key(files, tag)
     stamp = bare / "dapo-sim-key"
     if stamp.exists() and stamp.read_text().strip() == key:
         return bare
-    work = scratch / name
+    work = scratch / name.replace("/", "_")
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(bare, ignore_errors=True)
     work.mkdir(parents=True)
@@ -192,18 +193,18 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
     }
     verl_files.update(verl_trainer_configs(verl_wheel))
     return {
-        "vllm": (vllm.ref, {
+        vllm.repo: (vllm.ref, {
             "setup.py": VLLM_SETUP.format(version=vllm.version, torch=torch),
             "vllm/__init__.py": f'__version__ = "{vllm.version}"\n',
             "README.md": f"vLLM {vllm.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
-        "vllm-ascend": (vllm_ascend.ref, {
+        vllm_ascend.repo: (vllm_ascend.ref, {
             "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, vllm=vllm.version,
                                                  torch_npu=vllm_ascend_torch_npu(manifest)),
             "vllm_ascend/__init__.py": VLLM_ASCEND_INIT.format(version=vllm_ascend.version, vllm=vllm.version),
             "README.md": f"vllm-ascend {vllm_ascend.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
-        "verl": (verl.ref, verl_files),
+        verl.repo: (verl.ref, verl_files),
     }
 
 

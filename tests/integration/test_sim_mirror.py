@@ -49,13 +49,14 @@ def test_real_wheels_are_served(node):
 def test_git_repositories_at_the_pinned_tags(node):
     manifest = load_manifest()
     base = node.vars["dapo_git_base_url"]
-    for name, key in (("vllm", "vllm"), ("vllm-ascend", "vllm_ascend"), ("verl", "verl")):
-        ref = manifest.source(key).ref
-        sh(node, f"git clone -q --depth 1 --branch {ref} {base}/{name}.git /opt/src/{name}")
-        assert sh(node, f"git -C /opt/src/{name} describe --tags").stdout.strip() == ref
+    for key in ("vllm", "vllm_ascend", "verl"):
+        source = manifest.source(key)
+        sh(node, f"git clone -q --depth 1 --branch {source.ref} {base}/{source.repo}.git /opt/src/{source.dir}")
+        assert sh(node, f"git -C /opt/src/{source.dir} describe --tags").stdout.strip() == source.ref
     verl = manifest.source("verl")
-    sh(node, f"test -f /opt/src/verl/{verl.extra['recipe_config']} && test -f /opt/src/verl/{verl.extra['requirements']}")
-    sh(node, "test -f /opt/src/verl/verl/trainer/config/ppo_trainer.yaml")
+    sh(node, f"test -f /opt/src/{verl.dir}/{verl.extra['recipe_config']}")
+    sh(node, f"test -f /opt/src/{verl.dir}/{verl.extra['requirements']}")
+    sh(node, f"test -f /opt/src/{verl.dir}/verl/trainer/config/ppo_trainer.yaml")
 
 
 def test_conda_stand_in(node):
