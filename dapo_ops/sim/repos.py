@@ -19,6 +19,11 @@ from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.sim.wheels import vllm_ascend_torch_npu
 
+PYPROJECT = """[build-system]
+requires = ["setuptools>=64", "wheel"]
+build-backend = "setuptools.build_meta"
+"""
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "dapo-ops sim", "GIT_AUTHOR_EMAIL": "sim@dapo-ops.invalid",
     "GIT_COMMITTER_NAME": "dapo-ops sim", "GIT_COMMITTER_EMAIL": "sim@dapo-ops.invalid",
@@ -180,6 +185,7 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
     vllm, vllm_ascend, verl = manifest.source("vllm"), manifest.source("vllm_ascend"), manifest.source("verl")
     verl_files: dict[str, str | bytes] = {
         "setup.py": VERL_SETUP.format(version=verl.version),
+        "pyproject.toml": PYPROJECT,
         "verl/__init__.py": VERL_INIT.format(version=verl.version),
         "verl/trainer/__init__.py": "",
         "recipe/dapo/__init__.py": "",
@@ -195,10 +201,12 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
     return {
         vllm.repo: (vllm.ref, {
             "setup.py": VLLM_SETUP.format(version=vllm.version, torch=torch),
+            "pyproject.toml": PYPROJECT,
             "vllm/__init__.py": f'__version__ = "{vllm.version}"\n',
             "README.md": f"vLLM {vllm.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
         vllm_ascend.repo: (vllm_ascend.ref, {
+            "pyproject.toml": PYPROJECT,
             "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, vllm=vllm.version,
                                                  torch_npu=vllm_ascend_torch_npu(manifest)),
             "vllm_ascend/__init__.py": VLLM_ASCEND_INIT.format(version=vllm_ascend.version, vllm=vllm.version),
