@@ -58,6 +58,14 @@ def ascend_compat(driver, firmware=None, toolkit=None):
     return check_compatibility(driver or None, firmware or None, toolkit or None).reasons()
 
 
+def python_stack_problems(installed, manifest_data):
+    """The verify role's summary + the loaded manifest -> problems (empty: the pinned stack)."""
+    from dapo_ops.manifest import parse_manifest
+    from dapo_ops.stackcheck import python_stack_problems as check
+
+    return check(installed or {}, parse_manifest(manifest_data))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -68,4 +76,5 @@ class FilterModule:
             "dapo_npu_smi_info": npu_smi_info,
             "dapo_npu_smi_board": npu_smi_board,
             "dapo_ascend_compat": ascend_compat,
+            "dapo_python_stack_problems": python_stack_problems,
         }
