@@ -66,6 +66,18 @@ def python_stack_problems(installed, manifest_data):
     return check(installed or {}, parse_manifest(manifest_data))
 
 
+def hccn_ip(text):
+    """hccn_tool -ip -g output -> {address, netmask} (both None when no IP is set)."""
+    ip = _wrap(parsers.parse_hccn_ip, text or "Get ipconf failed")
+    return {"address": ip.address, "netmask": ip.netmask}
+
+
+def hccn_problems(outputs, npu_ids):
+    from dapo_ops.ascend.nic import nic_problems
+
+    return nic_problems(outputs or {}, [int(n) for n in npu_ids])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -77,4 +89,6 @@ class FilterModule:
             "dapo_npu_smi_board": npu_smi_board,
             "dapo_ascend_compat": ascend_compat,
             "dapo_python_stack_problems": python_stack_problems,
+            "dapo_hccn_ip": hccn_ip,
+            "dapo_hccn_problems": hccn_problems,
         }

@@ -44,6 +44,16 @@ options:
     type: list
     elements: int
     default: []
+  hccn_ids:
+    description: NPU ids to query with hccn_tool (-link, -net_health, -ip, -netdetect); outputs C(link<N>),
+      C(net_health<N>), C(ip<N>), C(netdetect<N>).
+    type: list
+    elements: int
+    default: []
+  hccn_tool:
+    description: Path of hccn_tool.
+    type: path
+    default: /usr/local/Ascend/driver/tools/hccn_tool
   run_user:
     description: The driver's run user (and group).
     type: str
@@ -92,6 +102,8 @@ def main():
             "version_files": {"type": "dict", "default": {}},
             "commands": {"type": "dict", "default": {}},
             "board_ids": {"type": "list", "elements": "int", "default": []},
+            "hccn_ids": {"type": "list", "elements": "int", "default": []},
+            "hccn_tool": {"type": "path", "default": "/usr/local/Ascend/driver/tools/hccn_tool"},
             "run_user": {"type": "str", "default": "HwHiAiUser"},
         },
         supports_check_mode=True,
@@ -112,6 +124,9 @@ def main():
     commands = dict(p["commands"])
     for npu in p["board_ids"]:
         commands["board%d" % npu] = ["npu-smi", "info", "-t", "board", "-i", str(npu)]
+    for npu in p["hccn_ids"]:
+        for query in ("link", "net_health", "ip", "netdetect"):
+            commands["%s%d" % (query, npu)] = [p["hccn_tool"], "-i", str(npu), "-" + query, "-g"]
     for name, argv in commands.items():
         if not argv or not module.get_bin_path(argv[0]):
             outputs[name] = {"rc": 127, "stdout": "", "stderr": "%s: command not found" % (argv[:1] or ["?"])[0]}
