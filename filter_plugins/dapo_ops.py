@@ -78,6 +78,15 @@ def hccn_problems(outputs, npu_ids):
     return nic_problems(outputs or {}, [int(n) for n in npu_ids])
 
 
+def satisfies(dist, spec):
+    """An installed distribution ({version} or None, as dapo_pip_dists reports it) satisfies a spec like '<2'."""
+    from packaging.specifiers import SpecifierSet
+
+    if not dist or not dist.get("version"):
+        return False
+    return SpecifierSet(spec).contains(dist["version"], prereleases=True)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -90,5 +99,6 @@ class FilterModule:
             "dapo_ascend_compat": ascend_compat,
             "dapo_python_stack_problems": python_stack_problems,
             "dapo_hccn_ip": hccn_ip,
+            "dapo_satisfies": satisfies,
             "dapo_hccn_problems": hccn_problems,
         }
