@@ -35,3 +35,16 @@ def test_limit():
     assert inventory.limit(["a2-node02"]).names() == ["a2-node02"]
     with pytest.raises(InventoryError, match="not in the inventory: nodeX"):
         inventory.limit(["nodeX"])
+
+
+def test_parse_recap():
+    from dapo_ops.recap import parse_recap
+
+    output = """PLAY RECAP *********************************************************************
+node1                      : ok=66   changed=0    unreachable=0    failed=0    skipped=31   rescued=0    ignored=0
+node2                      : ok=12   changed=3    unreachable=0    failed=1    skipped=2    rescued=0    ignored=0
+"""
+    recap = parse_recap("TASK [x]\nok: [node1]\n" + output)
+    assert recap["node1"]["changed"] == 0 and recap["node1"]["ok"] == 66
+    assert recap["node2"]["failed"] == 1 and recap["node2"]["changed"] == 3
+    assert parse_recap("no recap here") == {}

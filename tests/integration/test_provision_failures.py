@@ -1,0 +1,77 @@
+"""Failures stay on their host: a tampered installer is refused before anything runs, a DKMS failure stops
+only its node, and --check on a fresh fleet changes nothing."""
+
+import pytest
+
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim.fleet import FleetSpec
+
+from .ansible_helpers import playbook
+from .helpers import hosts, sh
+
+
+def node_state(host):
+    return sh(host, "ls -la /usr/local /opt /etc/ansible 2>&1; md5sum /etc/passwd /etc/group; "
+                    "ls -R /var/cache 2>&1 | head -50").stdout
+
+
+def test_check_mode_on_a_fresh_fleet_changes_nothing(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=2))
+    nodes = hosts()
+    before = {n: node_state(h) for n, h in nodes.items()}
+    rc, output, recap = playbook("--check")
+    assert rc == 0, output[-3000:]
+    assert all(r["changed"] > 0 for r in recap.values())  # it reports what would change
+    assert "would run: bash" in output and "would download" in output
+    assert {n: node_state(h) for n, h in nodes.items()} == before
+
+
+@pytest.fixture(scope="module")
+def broken_run(sim, tmp_path_factory):
+    manifest = load_manifest()
+    sim.down()
+    sim.up(FleetSpec(nodes=3, faults=("node1:installer=dkms-fail",)))
+    driver = manifest.artifact("driver").file
+    tampered = sim.mirror_root / "tampered"
+    tampered.mkdir(exist_ok=True)
+    for artifact in manifest.artifacts.values():
+        data = bytearray((sim.mirror_root / "artifacts" / artifact.file).read_bytes())
+        if artifact.file == driver:
+            data[-2] ^= 0x01  # one byte changed
+        (tampered / artifact.file).write_bytes(bytes(data))
+    extra = tmp_path_factory.mktemp("inv") / "tampered.yml"
+    extra.write_text("all:\n  hosts:\n    node2:\n      dapo_artifact_url: " + f"{sim.mirror_url}/tampered\n")
+    rc, output, recap = playbook("--tags", "preflight,hdk", extra_inventory=extra)
+    return rc, output, recap, hosts()
+
+
+def test_tampered_installer_is_refused_with_nothing_installed(broken_run):
+    rc, output, recap, nodes = broken_run
+    assert rc != 0 and recap["node2"]["failed"] == 1
+    assert "checksum" in output.lower() and "did not match" in output
+    assert sh(nodes["node2"], "test -e /usr/local/Ascend", ok=False).exit_code == 1
+    assert sh(nodes["node2"], "test -e /var/log/ascend_seclog/operation.log", ok=False).exit_code == 1
+
+
+def test_dkms_failure_stops_only_its_host_with_the_installers_message(broken_run):
+    rc, output, recap, nodes = broken_run
+    assert recap["node1"]["failed"] == 1
+    assert "Dkms install failed" in output
+    flat = " ".join(output.split())  # the YAML callback folds long messages
+    assert "--install-for-all failed (exit 1): [Driver]" in flat and "[ERROR]Dkms install failed" in flat
+    assert recap["node3"]["failed"] == 0 and recap["node3"]["unreachable"] == 0
+    manifest = load_manifest()
+    version = sh(nodes["node3"], "cat /usr/local/Ascend/driver/version.info").stdout
+    assert f"Version={manifest.artifact('driver').version}" in version
+
+
+def test_half_installed_driver_is_repaired(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=1, faults=("node1:driver-half-installed",)))
+    node = hosts()["node1"]
+    assert sh(node, "test -e /usr/local/Ascend/driver/tools/upgrade-tool", ok=False).exit_code == 1
+    rc, output, recap = playbook("--tags", "preflight,hdk")
+    assert rc == 0, output[-3000:]
+    sh(node, "test -x /usr/local/Ascend/driver/tools/upgrade-tool")
+    assert "--full --install-for-all --force" in output
