@@ -27,7 +27,7 @@ options:
     elements: str
     default: []
   header_paths:
-    description: Candidate kernel header directories; the first that exists is returned.
+    description: Candidate kernel header directories ({kernel} = the running kernel); the first that exists is returned.
     type: list
     elements: path
     default: []
@@ -66,6 +66,7 @@ npu_pci_count: {description: NPU PCI functions found (null when lspci failed), t
 missing_tools: {description: required tools not on PATH, type: list, returned: always}
 files: {description: name -> file text (null when absent), type: dict, returned: always}
 outputs: {description: name -> {rc, stdout, stderr}, type: dict, returned: always}
+platform: {description: architecture, kernel, uid, distribution (first word of os-release NAME), type: dict, returned: always}
 """
 
 import grp
@@ -133,6 +134,15 @@ def main():
             continue
         rc, out, err = module.run_command([str(a) for a in argv])
         outputs[name] = {"rc": rc, "stdout": out, "stderr": err}
+    os_release = {}
+    for line in (read("/etc/os-release") or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            os_release[key] = value.strip().strip('"')
+    uname = os.uname()
+    platform = {"architecture": uname.machine, "kernel": uname.release, "uid": os.geteuid(),
+                "distribution": os_release.get("NAME", "unknown").split()[0],
+                "distribution_version": os_release.get("VERSION_ID", "")}
     probe = root
     while not os.path.isdir(probe):
         probe = os.path.dirname(probe.rstrip("/")) or "/"
@@ -142,7 +152,8 @@ def main():
         npu_pci_count=pci_count,
         npu_pci_error=pci_error,
         missing_tools=[t for t in p["tools"] if shutil.which(t) is None],
-        kernel_headers=next((h for h in p["header_paths"] if os.path.isdir(h)), None),
+        kernel_headers=next((h for h in (x.replace("{kernel}", uname.release) for x in p["header_paths"])
+                             if os.path.isdir(h)), None),
         run_user_present=exists_in(pwd.getpwnam, p["run_user"]),
         run_group_present=exists_in(grp.getgrnam, p["run_user"]),
         free_gib=round(stat.f_bavail * stat.f_frsize / 2**30, 1),
@@ -150,6 +161,7 @@ def main():
                for name, path in p["version_files"].items()},
         driver_tools_complete=os.path.exists(os.path.join(root, "driver", "tools", "upgrade-tool")),
         outputs=outputs,
+        platform=platform,
     )
 
 
