@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -130,6 +131,50 @@ def _print_sim_status(out: Output, status: dict) -> None:
         ok = "[green]up[/green]" if node["sshd"] else "[red]down[/red]"
         table.add_row(node["name"], node["ip"], node["netns"], ok)
     out.console.print(table)
+
+
+# ---------------------------------------------------------------------------------------------------- audit
+
+
+@cli.command()
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@click.option("--limit", metavar="PATTERN", help="Only these hosts: names or glob patterns, comma-separated.")
+@json_option
+@click.option("--prometheus", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write node_exporter textfile metrics to FILE (atomically).")
+@click.option("--bundle-out", type=click.Path(path_type=Path), metavar="DIR", help="Save the raw outputs per host.")
+@click.option("--from-bundle", type=click.Path(path_type=Path), metavar="DIR",
+              help="Audit saved outputs offline instead of connecting to the hosts.")
+@click.option("--timeout", type=float, default=120, show_default=True, help="Seconds for one host's collection.")
+@click.option("--connect-timeout", type=float, help="Seconds to connect to a host (default: inventory or 10).")
+@click.option("--max-parallel", type=int, default=32, show_default=True, help="Hosts collected at the same time.")
+@click.option("--temp-threshold", type=int, default=85, show_default=True, help="Warn above this NPU temperature (C).")
+@click.option("--hbm-threshold", type=int, default=8192, show_default=True,
+              help="Warn when an NPU already uses more HBM than this (MB).")
+@click.option("--npus-per-node", type=int, help="NPUs expected per node (default: the inventory's npus_per_node).")
+@click.option("--list-facts", is_flag=True, help="List the facts collected and their bundle file names, then exit.")
+def audit(inventory, limit, as_json, prometheus, bundle_out, from_bundle, timeout, connect_timeout, max_parallel,
+          temp_threshold, hbm_threshold, npus_per_node, list_facts) -> None:
+    """Check a fleet's firmware, driver, CANN and Python stack against the pinned stack and the fleet's majority."""
+    from dapo_ops.audit import run as audit_run
+
+    out = Output(as_json)
+    if list_facts:
+        audit_run.print_facts(out.console)
+        return
+    if from_bundle and (inventory or bundle_out):
+        raise UsageError("--from-bundle audits saved outputs: it takes neither -i nor --bundle-out")
+    for name, value in (("--timeout", timeout), ("--max-parallel", max_parallel), ("--npus-per-node", npus_per_node),
+                        ("--connect-timeout", connect_timeout)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be positive")
+    report = audit_run.run(
+        out, inventory=inventory, limit=limit, from_bundle=from_bundle, bundle_out=bundle_out, timeout=timeout,
+        connect_timeout=connect_timeout, max_parallel=max_parallel, npus_per_node=npus_per_node,
+        temp_threshold=temp_threshold, hbm_threshold=hbm_threshold, prometheus=prometheus)
+    if report.errors or report.interrupted:
+        raise DapoError(f"audit found {len(report.errors)} error(s)" +
+                        (" (interrupted: partial results)" if report.interrupted else ""))
 
 
 # ----------------------------------------------------------------------------------------------- entry point

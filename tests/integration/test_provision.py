@@ -82,5 +82,5 @@ def test_one_layer_by_tag(provisioned):
     rc, output, recap = playbook("--tags", "cann")
     assert rc == 0 and all(r["changed"] == 0 for r in recap.values()), output[-2000:]
     tasks = [line for line in output.splitlines() if line.startswith("TASK [") and "Validating arguments" not in line]
-    roles = {line[len("TASK ["):].split(" :")[0] for line in tasks}
+    roles = {line[len("TASK ["):].split(" :")[0] for line in tasks if " : " in line}
     assert roles == {"stack", "ascend_cann"}, roles

@@ -1,0 +1,173 @@
+"""Collecting audit facts: one shell script per host, one SSH round trip; bundles of the raw outputs on disk.
+
+Bundle layout (also for outputs collected by other means, e.g. a site without SSH from the controller):
+
+    DIR/bundle.json                   optional: {"schema": "dapo-ops/audit-bundle/v1", "hosts": {HOST: {...}}}
+    DIR/HOST/<fact>.txt               the raw output of the fact's command (`dapo-ops audit --list-facts`)
+    DIR/HOST/<fact>.<npu>.txt         per-NPU facts: board, link, net_health, ip (npu = 0 .. N-1)
+    DIR/HOST/<fact>[.<npu>].rc        optional: the command's exit code when it was not 0
+    DIR/HOST/unreachable.txt          optional: the host could not be reached (its text is the reason)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dapo_ops.audit.fact import Fact, NodeContext, all_facts
+from dapo_ops.errors import UsageError
+from dapo_ops.fleet.ssh import HostSpec, run_on
+from dapo_ops.layout import node_layout
+
+BUNDLE_SCHEMA = "dapo-ops/audit-bundle/v1"
+_SECTION = re.compile(r"@@dapo-fact@@ (\S+)\n(.*?)\n@@dapo-rc@@ \1 (\d+)\n", re.DOTALL)
+
+
+@dataclass
+class HostRaw:
+    """What was collected from one host: fact key -> (exit code, output), or why nothing was."""
+
+    host: str
+    npus_expected: int
+    outputs: dict[str, tuple[int, str]] = field(default_factory=dict)
+    unreachable: str | None = None
+    seconds: float = 0.0
+    source: str = "ssh"   # "ssh" or the bundle directory
+
+
+def node_context(host_vars: dict, install_path: str) -> NodeContext:
+    layout = node_layout(host_vars)
+    return NodeContext(install_path=install_path, env_prefix=layout["stack_env_prefix"],
+                       fact_file=layout["stack_fact_file"])
+
+
+def planned(npus: int, facts: dict[str, Fact] | None = None) -> list[tuple[Fact, int | None]]:
+    facts = facts or all_facts()
+    plan = []
+    for fact in facts.values():
+        if fact.per_npu:
+            plan += [(fact, npu) for npu in range(npus)]
+        else:
+            plan.append((fact, None))
+    return plan
+
+
+def collection_script(ctx: NodeContext, npus: int) -> str:
+    """One shell script printing every fact's output between markers, with its exit code."""
+    parts = []
+    for fact, npu in planned(npus):
+        key = fact.key(npu)
+        parts.append(f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; ( {fact.command_for(ctx, npu)} ) 2>&1; "
+                     f"printf '\\n@@dapo-rc@@ %s %d\\n' {shlex.quote(key)} $?")
+    return "\n".join(parts) + "\n"
+
+
+def split_sections(output: str) -> dict[str, tuple[int, str]]:
+    return {m.group(1): (int(m.group(3)), m.group(2)) for m in _SECTION.finditer(output)}
+
+
+def collect_host(host: HostSpec, npus: int, install_path: str, timeout: float) -> HostRaw:
+    started = time.monotonic()
+    script = collection_script(node_context(host.vars, install_path), npus)
+    result = run_on(host, script, timeout=timeout)
+    raw = HostRaw(host.name, npus, seconds=time.monotonic() - started)
+    if result.error is not None:
+        raw.unreachable = result.error
+        return raw
+    raw.outputs = split_sections(result.stdout)
+    if not raw.outputs:
+        raw.unreachable = f"the collection script printed nothing (exit {result.exit_code}): {result.stderr.strip()[-200:]}"
+    return raw
+
+
+def collect(hosts: list[HostSpec], npus_of, install_path: str, timeout: float, max_workers: int,
+            on_done=None) -> tuple[list[HostRaw], bool]:
+    """Collect from every host in parallel (bounded). Returns (results in host order, interrupted?).
+
+    On Ctrl-C the hosts not yet done are reported as not collected and the results so far are returned.
+    """
+    results: dict[str, HostRaw] = {}
+    interrupted = False
+    pool = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts) or 1)))
+    futures = {pool.submit(collect_host, h, npus_of(h), install_path, timeout): h for h in hosts}
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                raw = future.result()
+                results[raw.host] = raw
+                if on_done:
+                    on_done(raw)
+    except KeyboardInterrupt:
+        interrupted = True
+        for future in futures:
+            future.cancel()
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+    ordered = []
+    for host in hosts:
+        ordered.append(results.get(host.name) or HostRaw(host.name, npus_of(host), unreachable="not collected (interrupted)"))
+    return ordered, interrupted
+
+
+# ------------------------------------------------------------------------------------------------------ bundles
+
+
+def write_bundle(directory: Path, raws: list[HostRaw]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = {"schema": BUNDLE_SCHEMA, "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "hosts": {r.host: {"npus_per_node": r.npus_expected, "unreachable": r.unreachable} for r in raws}}
+    for raw in raws:
+        host_dir = directory / raw.host
+        host_dir.mkdir(exist_ok=True)
+        if raw.unreachable:
+            (host_dir / "unreachable.txt").write_text(raw.unreachable + "\n")
+        for key, (rc, text) in sorted(raw.outputs.items()):
+            (host_dir / f"{key}.txt").write_text(text)
+            if rc != 0:
+                (host_dir / f"{key}.rc").write_text(f"{rc}\n")
+    (directory / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def read_bundle(directory: Path, npus_default: int | None = None) -> list[HostRaw]:
+    if not directory.is_dir():
+        raise UsageError(f"bundle {directory} is not a directory")
+    meta: dict = {}
+    meta_file = directory / "bundle.json"
+    if meta_file.exists():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except ValueError as exc:
+            raise UsageError(f"{meta_file} is not valid JSON: {exc}") from None
+        if meta.get("schema") != BUNDLE_SCHEMA:
+            raise UsageError(f"{meta_file}: unknown schema {meta.get('schema')!r} (expected {BUNDLE_SCHEMA})")
+    host_meta = meta.get("hosts", {})
+    raws = []
+    for host_dir in sorted(p for p in directory.iterdir() if p.is_dir()):
+        npus = host_meta.get(host_dir.name, {}).get("npus_per_node") or npus_default
+        outputs: dict[str, tuple[int, str]] = {}
+        for path in sorted(host_dir.glob("*.txt")):
+            if path.name == "unreachable.txt":
+                continue
+            key = path.name[: -len(".txt")]
+            rc_file = path.with_suffix(".rc")
+            rc = 0
+            if rc_file.exists():
+                try:
+                    rc = int(rc_file.read_text().strip())
+                except ValueError:
+                    rc = -1
+            outputs[key] = (rc, path.read_text(errors="replace"))
+        if npus is None:
+            npus = len({k.split(".")[1] for k in outputs if k.startswith("board.")}) or 0
+        unreachable = (host_dir / "unreachable.txt").read_text().strip() if (host_dir / "unreachable.txt").exists() else None
+        raws.append(HostRaw(host_dir.name, int(npus), outputs, unreachable, source=str(directory)))
+    if not raws:
+        raise UsageError(f"bundle {directory} has no host directories")
+    return raws

@@ -1,0 +1,1 @@
+"""One module per audit fact (each defines FACT); see dapo_ops.audit.fact."""

@@ -1,0 +1,11 @@
+from dapo_ops.ascend.parsers import parse_hccn_link
+from dapo_ops.audit.fact import Fact
+
+FACT = Fact(
+    name="link",
+    description="hccn_tool -i N -link -g: the NPU NIC's link status",
+    command=lambda ctx, npu: f"{ctx.install_path}/driver/tools/hccn_tool -i {npu} -link -g",
+    parse=parse_hccn_link,
+    per_npu=True,
+    absent_codes=(127,),
+)

@@ -1,0 +1,41 @@
+"""The node layout the provisioning roles use (roles/stack/defaults/main.yml), read by the Python side too."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+import yaml
+
+from dapo_ops.errors import ManifestError
+from dapo_ops.paths import PROJECT_ROOT
+
+STACK_DEFAULTS = PROJECT_ROOT / "roles" / "stack" / "defaults" / "main.yml"
+
+
+@lru_cache(maxsize=1)
+def _raw_defaults() -> dict:
+    try:
+        return yaml.safe_load(STACK_DEFAULTS.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ManifestError(f"cannot read {STACK_DEFAULTS}: {exc}") from None
+
+
+def node_layout(host_vars: dict | None = None) -> dict[str, str]:
+    """stack_* paths for one host: its inventory variables where it sets them, else the role defaults, with the
+    defaults' references to each other resolved (e.g. stack_env_prefix follows an overridden stack_conda_prefix)."""
+    raw = dict(_raw_defaults())
+    for key, value in (host_vars or {}).items():
+        if key in raw and isinstance(value, str):
+            raw[key] = value
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    values: dict[str, str] = {}
+    for _ in range(len(raw)):
+        for key, value in raw.items():
+            if key in values or "role_path" in str(value):
+                continue
+            try:
+                values[key] = env.from_string(str(value)).render(**values)
+            except jinja2.UndefinedError:
+                continue
+    return values
