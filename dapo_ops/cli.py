@@ -20,7 +20,7 @@ from dapo_ops.errors import DapoError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = Console(stderr=True)
 
 
 class Output:
@@ -28,10 +28,10 @@ class Output:
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
-        self.console = err_console if as_json else Console(soft_wrap=True)
+        self.console = err_console if as_json else Console()
 
     def info(self, message: str) -> None:
-        self.console.print(message, highlight=False)
+        self.console.print(message, highlight=False, soft_wrap=True)
 
     def document(self, data: Any) -> None:
         if self.as_json:
@@ -184,19 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="dapo-ops", standalone_mode=False)
     except click.exceptions.Abort:
-        err_console.print("dapo-ops: interrupted")
+        err_console.print("dapo-ops: interrupted", soft_wrap=True)
         return EXIT_FAILED
     except click.ClickException as exc:
-        err_console.print(f"dapo-ops: {exc.format_message()}", highlight=False)
+        err_console.print(f"dapo-ops: {exc.format_message()}", highlight=False, soft_wrap=True)
         return EXIT_USAGE if isinstance(exc, click.UsageError) or exc.exit_code == 2 else EXIT_FAILED
     except UsageError as exc:
-        err_console.print(f"dapo-ops: {exc}", highlight=False)
+        err_console.print(f"dapo-ops: {exc}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except DapoError as exc:
-        err_console.print(f"dapo-ops: {exc}", highlight=False)
+        err_console.print(f"dapo-ops: {exc}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        err_console.print("dapo-ops: interrupted")
+        err_console.print("dapo-ops: interrupted", soft_wrap=True)
         return EXIT_FAILED
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -164,6 +164,9 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
             add(Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem))
 
     _npu_findings(raw, values, report, manifest, thresholds)
+    missing = {f.npu for f in report.findings if f.code == "npu-missing"}
+    # a missing NPU's own queries fail too; its npu-missing finding already says why
+    report.findings = [f for f in report.findings if not (f.code == "collect-failed" and f.npu in missing)]
     return report
 
 

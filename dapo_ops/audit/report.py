@@ -7,6 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -26,27 +27,37 @@ def _pins(manifest: StackManifest) -> dict[str, str]:
             "cann_nnal": manifest.artifact("cann_nnal").version, **pinned_python_packages(manifest)}
 
 
+SHORT = {"driver": "drv", "firmware": "fw", "cann_toolkit": "cann", "cann_kernels": "kern",
+         "cann_nnal": "nnal", "python": "py", "torch": "torch", "torch_npu": "t_npu", "vllm": "vllm",
+         "vllm_ascend": "v_asc", "verl": "verl"}
+
+
 def print_report(report: AuditReport, manifest: StackManifest, console: Console) -> None:
     pins = _pins(manifest)
-    table = Table(title=f"fleet audit against {manifest.name}", show_lines=False)
-    table.add_column("host")
-    shown = [c for c in COMPONENTS if c != "numpy"]
-    for component in shown:
-        table.add_column(component.replace("cann_", "").replace("_", "-"), overflow="fold")
-    table.add_column("NPUs")
-    table.add_column("findings")
+    pins["python"] = manifest.python_version
+    table = Table(title=f"fleet audit against {manifest.name}", box=box.SIMPLE_HEAD, padding=(0, 0),
+                  caption="✓ pinned · ✓* pinned but unlike the majority · red: off the pin or missing")
+    table.add_column("host", no_wrap=True)
+    for component in SHORT.values():
+        table.add_column(component, no_wrap=True)
+    table.add_column("NPUs", no_wrap=True)
+    table.add_column("findings", no_wrap=True)
     drift = {(f.host, f.component) for f in report.findings if f.code == "differs-from-majority"}
     for host in report.hosts:
         if not host.reachable:
-            table.add_row(host.host, *[""] * len(shown), "", Text("unreachable", style="bold red"))
+            table.add_row(host.host, *[""] * len(SHORT), "", Text("unreachable", style="bold red"))
             continue
         cells = []
-        for component in shown:
+        for component in SHORT:
             value = host.components.get(component)
             pinned = pins.get(component)
-            style = ("red" if pinned is not None and value != pinned else
-                     "yellow" if (host.host, component) in drift else "")
-            cells.append(Text(value or "—", style=style))
+            on_pin = value is not None and (value == pinned or (component == "python" and value.startswith(f"{pinned}.")))
+            if not on_pin:
+                cells.append(Text(value or "—", style="red"))
+            elif (host.host, component) in drift:
+                cells.append(Text("✓*", style="yellow"))
+            else:
+                cells.append(Text("✓", style="green"))
         present = sum(n["present"] for n in host.npus)
         ok = sum(n["present"] and n["health"] == "OK" for n in host.npus)
         errors = sum(f.severity == ERROR for f in host.findings)
@@ -58,7 +69,8 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
         table.add_row(host.host, *cells, npus, summary)
     console.print(table)
 
-    grid = Table(title="NPU health (● OK, W warning, A alarm, C critical, ✗ missing, L link down, N NIC unhealthy)")
+    grid = Table(title="NPU health", box=box.SIMPLE_HEAD, padding=(0, 0),
+                 caption="● OK · W warning · A alarm · C critical · ✗ missing · L link down · N NIC unhealthy")
     grid.add_column("host")
     width = max((len(h.npus) for h in report.hosts), default=0)
     for npu in range(width):

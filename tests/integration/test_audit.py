@@ -1,0 +1,125 @@
+"""`dapo-ops audit` against the simulated fleet: clean, every fault knob, an unreachable node, bundles, JSON."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim.fleet import FleetSpec
+from dapo_ops.stackcheck import pinned_python_packages
+
+from .helpers import hosts, sh
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
+
+
+def audit(*args, timeout=300):
+    result = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", *args], capture_output=True, text=True,
+                            timeout=timeout)
+    return result
+
+
+def provision_python_fact(nodes):
+    """What the verify role records after a full site.yml run (the HDK and CANN are preinstalled by the sim)."""
+    manifest = load_manifest()
+    fact = {"python": f"{manifest.python_version}.2", "import_errors": {}, "torch_cxx11_abi": True,
+            "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}
+    for host in nodes.values():
+        sh(host, f"mkdir -p /etc/ansible/facts.d && echo '{json.dumps(fact)}' > /etc/ansible/facts.d/dapo_ops.fact")
+
+
+@pytest.fixture(scope="module")
+def clean_fleet(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
+    nodes = hosts()
+    provision_python_fact(nodes)
+    return nodes
+
+
+def test_clean_fleet_exits_0_and_the_json_validates(clean_fleet, tmp_path):
+    result = audit("--json", "--npus-per-node", "8", "--prometheus", str(tmp_path / "dapo.prom"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["summary"] == {"hosts": 2, "reachable": 2, "errors": 0, "warnings": 0, "clean": True}
+    assert len(report["hosts"]["node1"]["npus"]) == 8
+    assert 'dapo_audit_host_up{host="node1"} 1' in (tmp_path / "dapo.prom").read_text()
+    human = audit("--npus-per-node", "8")
+    assert human.returncode == 0 and "0 error(s)" in human.stdout
+
+
+def test_limit_and_bad_usage(clean_fleet):
+    only = audit("--json", "--npus-per-node", "8", "--limit", "node2")
+    assert only.returncode == 0 and list(json.loads(only.stdout)["hosts"]) == ["node2"]
+    for args, needle in ((["--limit", "node9"], "matches no host"), (["-i", "/nonexistent"], "does not exist"),
+                         (["--from-bundle", "/tmp", "-i", "inventory/sim"], "takes neither"),
+                         (["--timeout", "0"], "must be positive")):
+        bad = audit(*args)
+        assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr
+
+
+FAULTS = ("node1.npu3:health=Warning", "node1.npu5:missing", "node1.npu0:link=DOWN", "node1.npu2:temp=97",
+          "node2:firmware=7.5.0.1.129", "node3:hdk=out-of-range")
+
+
+@pytest.fixture(scope="module")
+def faulty_fleet(sim, tmp_path_factory):
+    sim.down()
+    sim.up(FleetSpec(nodes=3, npus_per_node=8, provisioned=True, faults=FAULTS))
+    nodes = hosts()
+    provision_python_fact(nodes)
+    bundle = tmp_path_factory.mktemp("audit") / "bundle"
+    result = audit("--json", "--bundle-out", str(bundle))
+    return nodes, result, bundle
+
+
+def findings(report, host):
+    return {(f["code"], f["npu"]) for f in report["findings"] if f["host"] == host}
+
+
+def test_each_fault_is_found_on_its_host_and_npu(faulty_fleet):
+    _, result, _ = faulty_fleet
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    node1 = findings(report, "node1")
+    assert {("npu-unhealthy", 3), ("npu-missing", 5), ("link-down", 0), ("npu-hot", 2)} <= node1
+    assert {c for c, _ in node1} == {"npu-unhealthy", "npu-missing", "link-down", "npu-hot"}
+    node2 = findings(report, "node2")
+    assert {("firmware-off-pin", None), ("driver-off-pin", None)} <= node2
+    assert {("npu-firmware-off-pin", n) for n in range(8)} <= node2
+    node3 = findings(report, "node3")
+    assert ("incompatible", None) in node3 and {("npu-incompatible", n) for n in range(8)} <= node3
+    hot = next(f for f in report["findings"] if f["code"] == "npu-hot")
+    assert hot["severity"] == "warning" and hot["actual"] == "97"
+
+
+def test_bundle_round_trip_gives_the_same_findings(faulty_fleet, tmp_path):
+    _, result, bundle = faulty_fleet
+    offline = audit("--json", "--from-bundle", str(bundle))
+    assert offline.returncode == 1
+    assert json.loads(offline.stdout)["findings"] == json.loads(result.stdout)["findings"]
+    (bundle / "node2" / "firmware_version.txt").write_text("garbage without an equals sign\n")
+    broken = json.loads(audit("--json", "--from-bundle", str(bundle)).stdout)
+    failed = [f for f in broken["findings"] if f["code"] == "collect-failed"]
+    assert len(failed) == 1 and "node2/firmware_version.txt" in failed[0]["message"]
+
+
+def test_an_unreachable_node_is_a_finding_and_the_others_are_audited(faulty_fleet, sim):
+    state = sim.load_state()
+    node3 = next(n for n in state.nodes if n.name == "node3")
+    os.kill(node3.pid1, signal.SIGKILL)  # its sshd (PID 1): the node stops answering
+    result = audit("--json", "--connect-timeout", "3")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert findings(report, "node3") == {("unreachable", None)}
+    assert report["hosts"]["node3"]["reachable"] is False
+    assert report["hosts"]["node1"]["reachable"] and ("npu-missing", 5) in findings(report, "node1")
+    sim.down()

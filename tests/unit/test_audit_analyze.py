@@ -1,0 +1,159 @@
+"""Findings from collected outputs: the emulated tools produce a host's outputs, analyze() judges them."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dapo_ops.audit.analyze import Thresholds, analyze
+from dapo_ops.audit.collect import HostRaw, read_bundle, write_bundle
+from dapo_ops.audit.report import prometheus_text, write_atomically
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim import hwmodel
+from dapo_ops.sim.artifacts import ASSETS, catalog_package
+from dapo_ops.stackcheck import pinned_python_packages
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
+NPUS = 4
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return load_manifest()
+
+
+def kv(info: dict, sep="=") -> str:
+    return "".join(f"{k}{sep}{v}\n" for k, v in info.items())
+
+
+def host_raw(tmp_path, manifest, name, faults=(), driver=None, firmware=None, active_firmware=None, stack=None):
+    """What the collection script would return from a node with this hardware and these version files."""
+    parsed = [hwmodel.parse_fault(f) for f in faults]
+    hw = hwmodel.build_node_model(name, 1, NPUS, parsed, chip_name="910B3", hbm_mb=65536,
+                                  factory_firmware="7.1.0.7.220", mcu_version="23.3.13")
+    driver_info = catalog_package(manifest, "driver", driver or manifest.artifact("driver").version).version_info
+    fw_info = catalog_package(manifest, "firmware", firmware or manifest.artifact("firmware").version).version_info
+    hw["driver"]["loaded"] = driver_info["Version"]
+    hw["firmware"]["active"] = active_firmware or fw_info["Version"]
+    root = tmp_path / name
+    (root / "hw").mkdir(parents=True)
+    (root / "Ascend" / "driver").mkdir(parents=True)
+    (root / "hw" / "hw.json").write_text(json.dumps(hw))
+    (root / "Ascend" / "driver" / "version.info").write_text(kv(driver_info))
+    env = dict(os.environ, DAPO_SIM_HW_DIR=str(root / "hw"), DAPO_SIM_ASCEND=str(root / "Ascend"))
+
+    def emu(*args):
+        r = subprocess.run([sys.executable, str(ASSETS / "ascend_emu.py"), *args], capture_output=True, text=True,
+                           env=env)
+        return r.returncode, r.stdout
+
+    outputs = {"npu_smi_info": emu("npu-smi", "info"), "driver_version": (0, kv(driver_info)),
+               "firmware_version": (0, kv(fw_info)),
+               "toolkit_info": (0, kv(manifest.artifact("cann_toolkit").version_info)),
+               "kernels_info": (0, kv(manifest.artifact("cann_kernels").version_info)),
+               "nnal_info": (0, kv(manifest.artifact("cann_nnal").version_info, " : ")),
+               "python_stack": (0, json.dumps(stack or {
+                   "python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
+                   "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}))}
+    for npu in range(NPUS):
+        outputs[f"board.{npu}"] = emu("npu-smi", "info", "-t", "board", "-i", str(npu))
+        for query in ("link", "net_health", "ip"):
+            outputs[f"{query}.{npu}"] = emu("hccn_tool", "-i", str(npu), f"-{query}", "-g")
+    return HostRaw(name, NPUS, outputs)
+
+
+def codes(report, host):
+    return sorted((f.code, f.npu, f.severity) for h in report.hosts if h.host == host for f in h.findings)
+
+
+def test_clean_fleet_has_no_findings_and_matches_the_schema(tmp_path, manifest):
+    report = analyze([host_raw(tmp_path, manifest, "node1"), host_raw(tmp_path, manifest, "node2")], manifest)
+    assert report.findings == []
+    document = report.to_dict()
+    jsonschema.validate(document, SCHEMA)
+    assert document["summary"] == {"hosts": 2, "reachable": 2, "errors": 0, "warnings": 0, "clean": True}
+    assert document["hosts"]["node1"]["components"]["driver"] == manifest.artifact("driver").version
+
+
+def test_each_fault_gives_its_finding_on_the_right_host_and_npu(tmp_path, manifest):
+    raws = [
+        host_raw(tmp_path, manifest, "node1", faults=("node1.npu3:health=Warning", "node1.npu1:missing",
+                                                      "node1.npu0:link=DOWN", "node1.npu2:temp=97")),
+        host_raw(tmp_path, manifest, "node2", driver="24.1.rc3", firmware="7.5.0.1.129"),
+        host_raw(tmp_path, manifest, "node3", driver="24.1.rc2", firmware="7.3.0.1.231"),
+        HostRaw("node4", NPUS, unreachable="node4 (10.77.0.14): cannot connect: Connection refused"),
+    ]
+    report = analyze(raws, manifest)
+    jsonschema.validate(report.to_dict(), SCHEMA)
+    assert codes(report, "node1") == [("link-down", 0, "error"), ("npu-hot", 2, "warning"),
+                                      ("npu-missing", 1, "error"), ("npu-unhealthy", 3, "error")]
+    node2 = codes(report, "node2")
+    assert ("driver-off-pin", None, "error") in node2 and ("firmware-off-pin", None, "error") in node2
+    assert [c for c in node2 if c[0] == "npu-firmware-off-pin"] == [("npu-firmware-off-pin", n, "error") for n in range(NPUS)]
+    assert not [c for c in node2 if c[0] == "incompatible"]
+    node3 = codes(report, "node3")
+    assert ("incompatible", None, "error") in node3
+    assert [c for c in node3 if c[0] == "npu-incompatible"] == [("npu-incompatible", n, "error") for n in range(NPUS)]
+    assert codes(report, "node4") == [("unreachable", None, "error")]
+    message = next(f.message for f in report.findings if f.code == "incompatible")
+    assert "7.3.0.1.231 is outside the driver 24.1.rc2's compatible_version_fw" in message
+
+
+def test_off_pin_python_stack(tmp_path, manifest):
+    stack = {"python": "3.11.2", "import_errors": {}, "torch_cxx11_abi": True, "atb_cxx_abi": "1",
+             "packages": dict(pinned_python_packages(manifest), numpy="2.0.2")}
+    report = analyze([host_raw(tmp_path, manifest, "node1", stack=stack)], manifest)
+    assert [(f.code, f.component) for f in report.findings] == [("stack-off-pin", "numpy")]
+
+
+def test_majority_drift_warns_the_host_that_differs_while_on_the_pin(tmp_path, manifest):
+    raws = [host_raw(tmp_path, manifest, f"node{i}", driver="24.1.rc3", firmware="7.5.0.1.129") for i in (1, 2)]
+    raws.append(host_raw(tmp_path, manifest, "node3"))
+    report = analyze(raws, manifest)
+    drift = [(f.host, f.component) for f in report.findings if f.code == "differs-from-majority"]
+    assert ("node3", "driver") in drift and ("node3", "firmware") in drift
+    assert all(f.severity == "warning" for f in report.findings if f.code == "differs-from-majority")
+    assert not [f for f in report.findings if f.host == "node3" and f.severity == "error"]
+
+
+def test_pending_firmware_is_an_npu_finding(tmp_path, manifest):
+    report = analyze([host_raw(tmp_path, manifest, "node1", active_firmware="7.5.0.1.129")], manifest)
+    assert {f.code for f in report.findings} == {"npu-firmware-off-pin"}
+
+
+def test_bundle_round_trip_and_malformed_file(tmp_path, manifest):
+    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu2:temp=97",)),
+            HostRaw("node2", NPUS, unreachable="timed out")]
+    before = analyze(raws, manifest).to_dict()
+    write_bundle(tmp_path / "bundle", raws)
+    after = analyze(read_bundle(tmp_path / "bundle"), manifest).to_dict()
+    assert after["findings"] == before["findings"]
+    (tmp_path / "bundle" / "node1" / "board.3.txt").write_text("\tNPU ID : garbage\n")
+    broken = analyze(read_bundle(tmp_path / "bundle"), manifest)
+    failed = [f for f in broken.findings if f.code == "collect-failed"]
+    assert len(failed) == 1 and failed[0].npu == 3 and "node1/board.3.txt" in failed[0].message
+
+
+def test_prometheus_textfile(tmp_path, manifest):
+    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu1:health=Alarm", "node1.npu2:temp=97")),
+            HostRaw("node2", NPUS, unreachable="refused")]
+    text = prometheus_text(analyze(raws, manifest), manifest, now=1700000000)
+    assert 'dapo_audit_host_up{host="node2"} 0' in text
+    assert 'dapo_npu_healthy{host="node1",npu="1"} 0' in text
+    assert 'dapo_npu_healthy{host="node1",npu="0"} 1' in text
+    assert 'dapo_npu_temperature_celsius{host="node1",npu="2"} 97' in text
+    assert 'dapo_npu_firmware_match{host="node1",npu="0"} 1' in text
+    assert 'dapo_audit_drift_findings{host="node1"} 1' in text
+    target = tmp_path / "metrics" / "dapo.prom"
+    write_atomically(target, text)
+    assert target.read_text() == text and list(target.parent.iterdir()) == [target]
+
+
+def test_thresholds(tmp_path, manifest):
+    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu2:temp=80", "node1.npu1:hbm-used=9000"))]
+    assert {f.code for f in analyze(raws, manifest).findings} == {"hbm-in-use"}
+    assert {f.code for f in analyze(raws, manifest, Thresholds(temp_c=75, hbm_used_mb=10000)).findings} == {"npu-hot"}
