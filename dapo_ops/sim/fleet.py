@@ -346,7 +346,7 @@ class SimFleet:
         sbin = d / "upper" / "usr_local" / "sbin"
         sbin.mkdir(parents=True)
         for tool in ("lspci", "sim-reboot", "dkms"):
-            (sbin / tool).write_text(f"#!/bin/sh\nexec {NODE_PYTHON} /dev/.dapo-sim/{EMU_NAME} {tool} \"$@\"\n")
+            (sbin / tool).write_text(f"#!/bin/sh\nexec /dev/.dapo-sim/run {tool} \"$@\"\n")
             (sbin / tool).chmod(0o755)
         # the node image's kernel headers, which the driver's DKMS build needs (nothing is compiled here)
         headers = d / "upper" / "usr_src" / f"linux-headers-{os.uname().release}"
@@ -361,6 +361,8 @@ class SimFleet:
         (d / "hw" / "hw.json").write_text(json.dumps(model, indent=1, sort_keys=True))
         (d / "hw" / "boot_id").write_text(model["boot_id"] + "\n")
         shutil.copyfile(artifacts.ASSETS / EMU_NAME, d / "hw" / EMU_NAME)
+        shutil.copyfile(artifacts.ASSETS / "run.sh", d / "hw" / "run")
+        (d / "hw" / "run").chmod(0o755)
 
         conf = []
         for npu in model["npus"]:

@@ -14,8 +14,6 @@ formats in shared/reference/ascend.md exactly. Not a vendor tool; stdlib only, r
 import json
 import os
 import sys
-import time
-import uuid
 
 HW_DIR = os.environ.get("DAPO_SIM_HW_DIR", "/dev/.dapo-sim")
 ASCEND = os.environ.get("DAPO_SIM_ASCEND", "/usr/local/Ascend")
@@ -368,6 +366,9 @@ def sim_reboot(args):
     if hw["firmware"].get("pending"):
         hw["firmware"]["active"] = hw["firmware"]["pending"]
         hw["firmware"]["pending"] = None
+    import time
+    import uuid
+
     hw["boot_id"] = str(uuid.uuid4())
     hw["boots"] = hw.get("boots", 0) + 1
     hw["booted_at"] = time.time()

@@ -11,7 +11,7 @@ import shutil
 import sys
 
 HW_DIR = os.environ.get("DAPO_SIM_HW_DIR", "/dev/.dapo-sim")
-EMU = HW_DIR + "/ascend_emu.py"
+DISPATCH = HW_DIR + "/run"
 LOG_DIR = "/var/log/ascend_seclog"
 TAG = {"driver": "Driver", "firmware": "Firmware", "toolkit": "Toolkit", "kernels": "Kernels", "nnal": "NNAL"}
 FLAGS = {"--check", "--full", "--install", "--upgrade", "--uninstall", "--install-for-all", "--quiet", "--nox11",
@@ -55,7 +55,7 @@ def write(path, text, mode=0o644):
 
 
 def launcher(path, tool):
-    write(path, "#!/bin/sh\nexec /usr/bin/python3 %s %s \"$@\"\n" % (EMU, tool), 0o755)
+    write(path, "#!/bin/sh\nexec %s %s \"$@\"\n" % (DISPATCH, tool), 0o755)
 
 
 def kv_file(info, sep="="):

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Dispatcher for the emulated node tools (dapo-ops simulated fleet): runs ascend_emu.py, and serves repeated
+# read-only queries from a cache that any change of the hardware model or of the installed driver invalidates.
+here=/dev/.dapo-sim
+tool=$1
+shift
+case "$tool $*" in
+  "npu-smi info"*|"lspci"*) cacheable=1 ;;
+  "hccn_tool "*" -g") cacheable=1 ;;
+  *) cacheable=0 ;;
+esac
+if [ "$cacheable" = 0 ]; then
+  exec /usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@"
+fi
+key=$(printf '%s_' "$tool" "$@" | tr -c 'A-Za-z0-9_.-' '_')
+cached=$here/cache/$key
+driver=${DAPO_SIM_ASCEND:-/usr/local/Ascend}/driver/version.info
+if [ -f "$cached" ] && [ "$cached" -nt "$here/hw.json" ] && [ "$cached" -nt "$driver" ]; then
+  exec cat "$cached"
+fi
+mkdir -p "$here/cache"
+tmp=$cached.$$
+/usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@" > "$tmp"
+rc=$?
+if [ "$rc" = 0 ]; then
+  mv -f "$tmp" "$cached"
+  exec cat "$cached"
+fi
+cat "$tmp"
+rm -f "$tmp"
+exit "$rc"
