@@ -62,7 +62,7 @@ def collection_script(ctx: NodeContext, npus: int) -> str:
     parts = []
     for fact, npu in planned(npus):
         key = fact.key(npu)
-        parts.append(f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; ( {fact.command_for(ctx, npu)} ) 2>&1; "
+        parts.append(f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; {{ {fact.command_for(ctx, npu)}; }} 2>&1; "
                      f"printf '\\n@@dapo-rc@@ %s %d\\n' {shlex.quote(key)} $?")
     return "\n".join(parts) + "\n"
 

@@ -346,8 +346,7 @@ class SimFleet:
         sbin = d / "upper" / "usr_local" / "sbin"
         sbin.mkdir(parents=True)
         for tool in ("lspci", "sim-reboot", "dkms"):
-            (sbin / tool).write_text(f"#!/bin/sh\nexec /dev/.dapo-sim/run {tool} \"$@\"\n")
-            (sbin / tool).chmod(0o755)
+            (sbin / tool).symlink_to("/dev/.dapo-sim/run")
         # the node image's kernel headers, which the driver's DKMS build needs (nothing is compiled here)
         headers = d / "upper" / "usr_src" / f"linux-headers-{os.uname().release}"
         headers.mkdir(parents=True)

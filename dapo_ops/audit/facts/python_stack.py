@@ -15,7 +15,7 @@ QUERY = ("import importlib.metadata as m, json, sys; d = {}\n"
 def command(ctx) -> str:
     fact, python = shlex.quote(ctx.fact_file), shlex.quote(f"{ctx.env_prefix}/bin/python")
     return (f"if [ -r {fact} ]; then cat {fact}; elif [ -x {python} ]; then {python} -c {shlex.quote(QUERY)}; "
-            "else exit 3; fi")
+            "else (exit 3); fi")
 
 
 def parse(output: str) -> dict:

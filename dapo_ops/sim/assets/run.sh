@@ -1,9 +1,13 @@
 #!/bin/sh
 # Dispatcher for the emulated node tools (dapo-ops simulated fleet): runs ascend_emu.py, and serves repeated
 # read-only queries from a cache that any change of the hardware model or of the installed driver invalidates.
+# The tools are symlinks to this file (npu-smi, hccn_tool, lspci, ...): the name it is called by is the tool.
 here=/dev/.dapo-sim
-tool=$1
-shift
+tool=${0##*/}
+if [ "$tool" = run ]; then
+  tool=$1
+  shift
+fi
 case "$tool $*" in
   "npu-smi info"*|"lspci"*) cacheable=1 ;;
   "hccn_tool "*" -g") cacheable=1 ;;
@@ -12,7 +16,12 @@ esac
 if [ "$cacheable" = 0 ]; then
   exec /usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@"
 fi
-key=$(printf '%s_' "$tool" "$@" | tr -c 'A-Za-z0-9_.-' '_')
+IFS=_
+key="${tool}_$*"
+unset IFS
+case "$key" in
+  */*|*..*|*" "*) exec /usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@" ;;
+esac
 cached=$here/cache/$key
 driver=${DAPO_SIM_ASCEND:-/usr/local/Ascend}/driver/version.info
 if [ -f "$cached" ] && [ "$cached" -nt "$here/hw.json" ] && [ "$cached" -nt "$driver" ]; then

@@ -55,7 +55,11 @@ def write(path, text, mode=0o644):
 
 
 def launcher(path, tool):
-    write(path, "#!/bin/sh\nexec %s %s \"$@\"\n" % (DISPATCH, tool), 0o755)
+    """The node's tools are symlinks to the emulator's dispatcher, which dispatches on the name it is run as."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.remove(path)
+    os.symlink(DISPATCH, path)
 
 
 def kv_file(info, sep="="):
