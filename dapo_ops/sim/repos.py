@@ -70,36 +70,7 @@ VERL_INIT = '''"""verl stand-in package (dapo-ops simulated fleet): the real tra
 __version__ = "{version}"
 '''
 
-# Written from shared/reference/verl.md §1.2 (the keys the DAPO recipe adds on top of ppo_trainer).
-DAPO_TRAINER_YAML = """hydra:
-  searchpath:
-    - file://verl/trainer/config
-
-defaults:
-  - ppo_trainer
-  - _self_
-
-data:
-  gen_batch_size: ${data.train_batch_size}
-
-reward_model:
-  reward_manager: dapo
-  overlong_buffer:
-    enable: False
-    len: 0
-    penalty_factor: 0.0
-    log: False
-
-algorithm:
-  filter_groups:
-    _target_: verl.trainer.config.FilterGroupsConfig
-    enable: False
-    metric: null
-    max_num_gen_batches: 0
-
-trainer:
-  project_name: verl-dapo
-"""
+DAPO_TRAINER_YAML = (Path(__file__).resolve().parents[1] / "job" / "recipe" / "dapo_trainer.yaml").read_text()
 
 MAIN_DAPO = '''"""DAPO entry point stand-in (dapo-ops simulated fleet).
 

@@ -1,0 +1,108 @@
+"""The DAPO job spec as verl Hydra overrides (pure). The stack manifest's verl pin selects the key names."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import Version
+
+from dapo_ops.job.spec import JobSpec
+
+# verl moved the reward settings to `reward.*` in 0.7.1 (shared/reference/verl.md §1.4).
+REWARD_KEYS_MOVED_IN = Version("0.7.1")
+# `+key=value` adds a key the schema does not have; only these prefixes may do that.
+PLUS_ALLOWED = ("+actor_rollout_ref.model.override_config.",)
+_SAFE = re.compile(r"^[A-Za-z0-9_./:+@-]+$")
+
+
+def hydra_value(value) -> str:
+    """A Python value as a Hydra override value (strings quoted when they hold anything but plain characters)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _SAFE.match(text) and text not in ("True", "False", "null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def reward_overrides(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]:
+    buffer = spec.algorithm.overlong_buffer
+    if Version(verl_version) >= REWARD_KEYS_MOVED_IN:
+        return [("reward.reward_manager.name", "dapo"),
+                ("reward.reward_kwargs.overlong_buffer_cfg.enable", buffer.enable),
+                ("reward.reward_kwargs.overlong_buffer_cfg.len", buffer.len),
+                ("reward.reward_kwargs.overlong_buffer_cfg.penalty_factor", buffer.penalty_factor),
+                ("reward.reward_kwargs.max_resp_len", spec.data.max_response_length)]
+    return [("reward_model.reward_manager", "dapo"),
+            ("reward_model.overlong_buffer.enable", buffer.enable),
+            ("reward_model.overlong_buffer.len", buffer.len),
+            ("reward_model.overlong_buffer.penalty_factor", buffer.penalty_factor)]
+
+
+def override_pairs(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]:
+    d, a, act, r, t = spec.data, spec.algorithm, spec.actor, spec.rollout, spec.trainer
+    seq = d.max_prompt_length + d.max_response_length
+    ar = "actor_rollout_ref"
+    return [
+        ("data.train_files", d.train_files), ("data.val_files", d.val_files), ("data.prompt_key", d.prompt_key),
+        ("data.truncation", d.truncation), ("data.max_prompt_length", d.max_prompt_length),
+        ("data.max_response_length", d.max_response_length), ("data.gen_batch_size", d.gen_batch_size),
+        ("data.train_batch_size", d.train_batch_size),
+        ("algorithm.adv_estimator", "grpo"), ("algorithm.use_kl_in_reward", False), ("algorithm.kl_ctrl.kl_coef", 0.0),
+        ("algorithm.filter_groups.enable", a.filter_groups.enable),
+        ("algorithm.filter_groups.metric", a.filter_groups.metric),
+        ("algorithm.filter_groups.max_num_gen_batches", a.filter_groups.max_num_gen_batches),
+        (f"{ar}.model.path", spec.model.path), (f"{ar}.model.use_remove_padding", spec.model.use_remove_padding),
+        (f"{ar}.model.enable_gradient_checkpointing", spec.model.gradient_checkpointing),
+        (f"+{ar}.model.override_config.attention_dropout", 0.0),
+        (f"+{ar}.model.override_config.embd_pdrop", 0.0),
+        (f"+{ar}.model.override_config.resid_pdrop", 0.0),
+        (f"{ar}.actor.strategy", act.strategy),
+        (f"{ar}.actor.use_kl_loss", False), (f"{ar}.actor.kl_loss_coef", 0.0),
+        (f"{ar}.actor.clip_ratio_low", a.clip_ratio_low), (f"{ar}.actor.clip_ratio_high", a.clip_ratio_high),
+        (f"{ar}.actor.clip_ratio_c", a.clip_ratio_c), (f"{ar}.actor.loss_agg_mode", a.loss_agg_mode),
+        (f"{ar}.actor.use_dynamic_bsz", act.use_dynamic_bsz),
+        (f"{ar}.actor.ppo_max_token_len_per_gpu", act.max_token_len_per_npu),
+        (f"{ar}.actor.ppo_mini_batch_size", a.ppo_mini_batch_size), (f"{ar}.actor.entropy_coeff", 0),
+        (f"{ar}.actor.grad_clip", a.grad_clip),
+        (f"{ar}.actor.ulysses_sequence_parallel_size", act.ulysses_sequence_parallel_size),
+        (f"{ar}.actor.use_torch_compile", False),
+        (f"{ar}.actor.optim.lr", a.lr), (f"{ar}.actor.optim.lr_warmup_steps", a.lr_warmup_steps),
+        (f"{ar}.actor.optim.weight_decay", a.weight_decay),
+        (f"{ar}.actor.fsdp_config.param_offload", act.param_offload),
+        (f"{ar}.actor.fsdp_config.optimizer_offload", act.optimizer_offload),
+        (f"{ar}.actor.fsdp_config.forward_prefetch", False), (f"{ar}.actor.fsdp_config.fsdp_size", act.fsdp_size),
+        (f"{ar}.ref.log_prob_use_dynamic_bsz", act.use_dynamic_bsz),
+        (f"{ar}.ref.log_prob_max_token_len_per_gpu", act.max_token_len_per_npu),
+        (f"{ar}.ref.ulysses_sequence_parallel_size", act.ulysses_sequence_parallel_size),
+        (f"{ar}.ref.use_torch_compile", False), (f"{ar}.ref.fsdp_config.param_offload", act.ref_param_offload),
+        (f"{ar}.ref.fsdp_config.forward_prefetch", False),
+        (f"{ar}.rollout.name", r.name), (f"{ar}.rollout.mode", r.mode), (f"{ar}.rollout.n", a.n_responses),
+        (f"{ar}.rollout.log_prob_use_dynamic_bsz", act.use_dynamic_bsz),
+        (f"{ar}.rollout.log_prob_max_token_len_per_gpu", act.max_token_len_per_npu),
+        (f"{ar}.rollout.gpu_memory_utilization", r.gpu_memory_utilization),
+        (f"{ar}.rollout.tensor_model_parallel_size", r.tensor_parallel_size),
+        (f"{ar}.rollout.max_num_seqs", r.max_num_seqs), (f"{ar}.rollout.max_num_batched_tokens", seq),
+        (f"{ar}.rollout.enable_chunked_prefill", r.enable_chunked_prefill),
+        (f"{ar}.rollout.temperature", r.temperature), (f"{ar}.rollout.top_p", r.top_p),
+        (f"{ar}.rollout.top_k", r.top_k), (f"{ar}.rollout.enforce_eager", r.enforce_eager),
+        (f"{ar}.rollout.free_cache_engine", True),
+        (f"{ar}.rollout.val_kwargs.temperature", r.temperature), (f"{ar}.rollout.val_kwargs.top_p", r.val_top_p),
+        (f"{ar}.rollout.val_kwargs.top_k", r.top_k), (f"{ar}.rollout.val_kwargs.do_sample", True),
+        (f"{ar}.rollout.val_kwargs.n", 1),
+        *reward_overrides(spec, verl_version),
+        ("trainer.logger", list(t.loggers)), ("trainer.project_name", t.project_name),
+        ("trainer.experiment_name", t.experiment_name), ("trainer.n_gpus_per_node", spec.cluster.npus_per_node),
+        ("trainer.nnodes", spec.cluster.nodes), ("trainer.val_before_train", t.val_before_train),
+        ("trainer.test_freq", t.test_freq), ("trainer.save_freq", t.save_freq),
+        ("trainer.total_epochs", t.total_epochs), ("trainer.device", "npu"),
+    ]
+
+
+def overrides(spec: JobSpec, verl_version: str) -> list[str]:
+    """Every override as `key=value`, then the spec's extra raw overrides (which win, as the last ones do)."""
+    return [f"{key}={hydra_value(value)}" for key, value in override_pairs(spec, verl_version)] + list(spec.extra_overrides)

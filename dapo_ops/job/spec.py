@@ -1,0 +1,262 @@
+"""The DAPO job spec: a typed model of jobs/*.yaml; unknown fields and wrong types are rejected with the field named."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dapo_ops.errors import UsageError
+
+
+class SpecError(UsageError):
+    """The job spec is invalid; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class ModelArchitecture:
+    """The numbers the HBM estimate needs (from the model's config.json)."""
+
+    parameters_b: float                 # total parameters, billions
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    vocab_size: int
+    experts: int = 0                    # routed experts (0: dense)
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    intermediate_size: int = 0
+    max_position_embeddings: int = 40960
+
+
+@dataclass(frozen=True)
+class Model:
+    path: str
+    architecture: ModelArchitecture
+    use_remove_padding: bool = True
+    gradient_checkpointing: bool = True
+
+
+@dataclass(frozen=True)
+class Data:
+    train_files: str
+    val_files: str
+    prompt_key: str = "prompt"
+    max_prompt_length: int = 2048
+    max_response_length: int = 20480
+    gen_batch_size: int = 1536
+    train_batch_size: int = 512
+    truncation: str = "left"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: int = 2
+    npus_per_node: int = 16
+    head: str | None = None             # inventory host name of the Ray head (default: the first node)
+    ray_port: int = 6379
+    dashboard_port: int = 8265
+
+
+@dataclass(frozen=True)
+class OverlongBuffer:
+    enable: bool = True
+    len: int = 4096
+    penalty_factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class FilterGroups:
+    enable: bool = True
+    metric: str = "acc"
+    max_num_gen_batches: int = 10
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    n_responses: int = 16
+    ppo_mini_batch_size: int = 32
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    clip_ratio_c: float = 10.0
+    loss_agg_mode: str = "token-mean"
+    grad_clip: float = 1.0
+    lr: float = 1e-6
+    lr_warmup_steps: int = 10
+    weight_decay: float = 0.1
+    overlong_buffer: OverlongBuffer = field(default_factory=OverlongBuffer)
+    filter_groups: FilterGroups = field(default_factory=FilterGroups)
+
+
+@dataclass(frozen=True)
+class Actor:
+    strategy: str = "fsdp"
+    fsdp_size: int = -1
+    param_offload: bool = True
+    optimizer_offload: bool = True
+    ulysses_sequence_parallel_size: int = 8
+    use_dynamic_bsz: bool = True
+    max_token_len_per_npu: int = 11264  # (prompt + response) / 2, as verl's NPU recipe
+    ref_param_offload: bool = True
+
+
+@dataclass(frozen=True)
+class Rollout:
+    name: str = "vllm"
+    mode: str = "async"
+    tensor_parallel_size: int = 2
+    gpu_memory_utilization: float = 0.8
+    max_num_seqs: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    val_top_p: float = 0.7
+    enforce_eager: bool = False
+    enable_chunked_prefill: bool = True
+
+
+@dataclass(frozen=True)
+class Trainer:
+    project_name: str = "verl-dapo"
+    experiment_name: str = "dapo"
+    loggers: tuple[str, ...] = ("console", "file")
+    total_epochs: int = 1
+    test_freq: int = 5
+    save_freq: int = -1
+    val_before_train: bool = False
+    log_dir: str = "/var/log/dapo-ops/jobs"   # on the head node: the file logger's JSONL and tensorboard
+
+
+@dataclass(frozen=True)
+class NpuEnv:
+    hccl_connect_timeout: int = 3600
+    hccl_exec_timeout: int = 3600
+    task_queue_enable: int = 2
+    pytorch_npu_alloc_conf: str = "expandable_segments:True"
+    vllm_use_v1: int = 1
+    vllm_ascend_enable_nz: int = 0
+    ray_noset_ascend_rt_visible_devices: int = 1
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    model: Model
+    data: Data
+    cluster: Cluster = field(default_factory=Cluster)
+    algorithm: Algorithm = field(default_factory=Algorithm)
+    actor: Actor = field(default_factory=Actor)
+    rollout: Rollout = field(default_factory=Rollout)
+    trainer: Trainer = field(default_factory=Trainer)
+    env: NpuEnv = field(default_factory=NpuEnv)
+    extra_overrides: tuple[str, ...] = ()
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def _convert(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None:
+            if type(None) in typing.get_args(hint):
+                return None
+            raise SpecError(f"{where}: must not be empty")
+        return _convert(value, options[0], where)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
+        return tuple(_convert(v, typing.get_args(hint)[0], f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return {str(k): str(_convert(v, str | int | float, f"{where}.{k}")) for k, v in value.items()}
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: expected a whole number, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise SpecError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SpecError(f"{where or 'the spec'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        known = ", ".join(fields)
+        raise SpecError(f"{where + '.' if where else ''}{unknown[0]}: unknown field (known here: {known})")
+    kwargs = {}
+    for name, f in fields.items():
+        path = f"{where}.{name}" if where else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise SpecError(f"{path}: required field is missing")
+            continue
+        kwargs[name] = _convert(data[name], hints[name], path)
+    return cls(**kwargs)
+
+
+def check_strings(spec: JobSpec) -> None:
+    """Fields that become names (files, Ray ids, env variables) must be plain; free text is quoted on render."""
+    if not _NAME.match(spec.name):
+        raise SpecError(f"name: {spec.name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
+    if not _NAME.match(spec.trainer.experiment_name):
+        raise SpecError(f"trainer.experiment_name: {spec.trainer.experiment_name!r} must be letters, digits, '.', '_' or '-'")
+    if not _NAME.match(spec.trainer.project_name):
+        raise SpecError(f"trainer.project_name: {spec.trainer.project_name!r} must be letters, digits, '.', '_' or '-'")
+    for key in spec.env.extra:
+        if not _ENV_NAME.match(key):
+            raise SpecError(f"env.extra.{key}: not an environment variable name (A-Z, 0-9, _)")
+    for i, value in enumerate(spec.extra_overrides):
+        if "\n" in value or "=" not in value:
+            raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")
+    for path, value in (("model.path", spec.model.path), ("data.train_files", spec.data.train_files),
+                        ("data.val_files", spec.data.val_files), ("trainer.log_dir", spec.trainer.log_dir)):
+        if "\n" in value or "\0" in value:
+            raise SpecError(f"{path}: must be one line")
+        if not value.startswith("/"):
+            raise SpecError(f"{path}: {value!r} must be an absolute path on the nodes")
+
+
+def parse_spec(data: Any) -> JobSpec:
+    spec = _build(JobSpec, data, "")
+    check_strings(spec)
+    return spec
+
+
+def load_spec(path: Path | str) -> JobSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"cannot read job spec {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"job spec {path} is not valid YAML: {exc}") from None
+    return parse_spec(data)
