@@ -177,6 +177,70 @@ def audit(inventory, limit, as_json, prometheus, bundle_out, from_bundle, timeou
                         (" (interrupted: partial results)" if report.interrupted else ""))
 
 
+# ------------------------------------------------------------------------------------------- render, validate
+
+
+def _job_inputs(job_file: Path, inventory: Path | None):
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.manifest import load_manifest
+
+    spec = load_spec(job_file)
+    manifest = load_manifest()
+    inv = load_inventory(inventory)
+    return spec, manifest, inv
+
+
+@cli.command()
+@click.argument("job_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Directory for the files (default: runs/render/<job>).")
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@json_option
+def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
+    """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input)."""
+    from dapo_ops.job.render import pick_nodes, render as render_files, write
+    from dapo_ops.paths import PROJECT_ROOT
+
+    out = Output(as_json)
+    spec, manifest, inv = _job_inputs(job_file, inventory)
+    files = render_files(spec, pick_nodes(spec, list(inv.hosts), manifest), manifest)
+    target = output or PROJECT_ROOT / "runs" / "render" / spec.name
+    write(files, target)
+    out.info(f"rendered {len(files)} file(s) for {spec.name} into {target}")
+    out.document({"output": str(target), "files": sorted(files)})
+
+
+@cli.command()
+@click.argument("job_file", type=click.Path(path_type=Path))
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@click.option("--verl-checkout", type=click.Path(path_type=Path),
+              help="A verl checkout at the pinned tag to take the recipe's configuration from.")
+@json_option
+def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None, as_json: bool) -> None:
+    """Check a job offline: verl's real config with the overrides, the arithmetic, an HBM estimate."""
+    from dapo_ops.job.validate import config_sources, validate as validate_job
+
+    out = Output(as_json)
+    spec, manifest, inv = _job_inputs(job_file, inventory)
+    inventory_npus = []
+    for host in inv.hosts:
+        try:
+            inventory_npus.append(int(host.vars.get("npus_per_node")))
+        except (TypeError, ValueError):
+            raise UsageError(f"{host.name} has no npus_per_node in the inventory") from None
+    result = validate_job(spec, manifest, inventory_npus, config_sources(verl_checkout, manifest))
+    hbm = result.hbm
+    out.info(f"HBM per NPU (estimate): actor {hbm['actor_gib']:.1f} GiB, reference {hbm['reference_gib']:.1f} GiB, "
+             f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "
+             f"cache for {hbm['rollout_full_sequences']:.1f} full-length sequences) of {hbm['hbm_gib']:.0f} GiB")
+    for warning in result.warnings:
+        out.info(f"[yellow]warning:[/yellow] {warning}")
+    out.document({"job": spec.name, "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
+    if result.errors:
+        raise UsageError(result.errors[0] + (f" (and {len(result.errors) - 1} more)" if len(result.errors) > 1 else ""))
+    out.info(f"[green]{spec.name}: valid[/green]")
+
+
 # ----------------------------------------------------------------------------------------------- entry point
 
 

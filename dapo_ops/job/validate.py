@@ -1,0 +1,237 @@
+"""`dapo-ops validate`: the job checked offline — verl's real config composed with the overrides through Hydra,
+the arithmetic verl does not check, and an HBM estimate per NPU. Pure, except for reading the config files."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import importlib.util
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
+from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.manifest import StackManifest
+
+PROJECT_RECIPE = Path(__file__).parent / "recipe"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class ConfigSources:
+    trainer_config: Path      # verl/trainer/config (ppo_trainer.yaml and its groups)
+    recipe_config: Path       # the directory holding dapo_trainer.yaml
+    described: str            # where they came from, for messages
+
+
+@dataclass
+class Validation:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    hbm: dict[str, float] = field(default_factory=dict)
+    composed: dict | None = None
+
+
+def config_sources(verl_checkout: Path | None, manifest: StackManifest) -> ConfigSources:
+    recipe_rel = Path(manifest.source("verl").extra["recipe_config"])
+    if verl_checkout is not None:
+        trainer = verl_checkout / "verl" / "trainer" / "config"
+        recipe = verl_checkout / recipe_rel.parent
+        if not (trainer / "ppo_trainer.yaml").exists() or not (recipe / recipe_rel.name).exists():
+            raise SpecError(f"{verl_checkout} is not a verl checkout with {recipe_rel} (--verl-checkout)")
+        return ConfigSources(trainer, recipe, f"verl checkout {verl_checkout}")
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        pin = manifest.source("verl").version
+        raise SpecError(f"verl's configuration is not installed: pip install --no-deps verl=={pin} hydra-core "
+                        "(or pass --verl-checkout DIR)")
+    trainer = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+    return ConfigSources(trainer, PROJECT_RECIPE, f"verl {importlib.metadata.version('verl')} wheel + the project's "
+                                                  "description of the DAPO recipe")
+
+
+def _leaf_keys(node, prefix: str = "") -> list[str]:
+    keys = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            keys.append(path)
+            keys += _leaf_keys(value, path)
+    return keys
+
+
+def compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
+    """Compose dapo_trainer with the overrides; an unknown or misspelled key raises SpecError naming it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    for item in job_overrides:
+        if item.startswith("+") and not item.startswith(PLUS_ALLOWED) or item.startswith("++"):
+            raise SpecError(f"override {item.split('=')[0]!r} adds a key verl does not have; only "
+                            f"{', '.join(p + '*' for p in PLUS_ALLOWED)} may be added")
+    search = f"hydra.searchpath=[file://{sources.trainer_config}]"
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(sources.recipe_config), version_base=None):
+            try:
+                cfg = hydra_compose(config_name="dapo_trainer", overrides=[*job_overrides, search])
+            except (HydraException, OmegaConfBaseException) as exc:
+                base = hydra_compose(config_name="dapo_trainer", overrides=[search])
+                raise SpecError(_explain(str(exc), OmegaConf.to_container(base, resolve=False))) from None
+            try:
+                return OmegaConf.to_container(cfg, resolve=True)
+            except OmegaConfBaseException as exc:
+                raise SpecError(f"verl's configuration does not resolve: {str(exc).splitlines()[0]}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _explain(message: str, base: dict) -> str:
+    match = re.search(r"Could not override '([^']+)'", message)
+    if match:
+        key = match.group(1)
+        suggestion = difflib.get_close_matches(key, _leaf_keys(base), n=1, cutoff=0.75)
+        hint = f"; did you mean {suggestion[0]!r}?" if suggestion else ""
+        reason = "not a key of verl's configuration" if "not in struct" in message or "append" in message else \
+            message.splitlines()[-1].strip()
+        return f"override {key!r}: {reason}{hint}"
+    return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
+
+
+def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, verl_version: str) -> list[str]:
+    """What verl does not check before the NPUs are allocated."""
+    c, d, a, act, r = spec.cluster, spec.data, spec.algorithm, spec.actor, spec.rollout
+    world = c.nodes * c.npus_per_node
+    sp, tp = act.ulysses_sequence_parallel_size, r.tensor_parallel_size
+    errors = []
+    positive = {"cluster.nodes": c.nodes, "cluster.npus_per_node": c.npus_per_node,
+                "actor.ulysses_sequence_parallel_size": sp, "rollout.tensor_parallel_size": tp,
+                "data.train_batch_size": d.train_batch_size, "data.gen_batch_size": d.gen_batch_size,
+                "algorithm.ppo_mini_batch_size": a.ppo_mini_batch_size, "algorithm.n_responses": a.n_responses,
+                "data.max_prompt_length": d.max_prompt_length, "data.max_response_length": d.max_response_length,
+                "actor.max_token_len_per_npu": act.max_token_len_per_npu}
+    bad = [k for k, v in positive.items() if v <= 0]
+    if bad:
+        return [f"{k} must be a positive number" for k in bad]
+    if inventory_npus is not None:
+        if len(inventory_npus) < c.nodes:
+            errors.append(f"cluster.nodes is {c.nodes} ({c.nodes} x {c.npus_per_node} NPUs) but the inventory has "
+                          f"{len(inventory_npus)} node(s): lower cluster.nodes or add nodes to the inventory")
+        else:
+            mismatched = sorted(set(inventory_npus[: c.nodes]) - {c.npus_per_node})
+            if mismatched:
+                errors.append(f"cluster.npus_per_node is {c.npus_per_node} but the inventory declares "
+                              f"npus_per_node {', '.join(map(str, mismatched))} for the chosen nodes")
+    if world % sp:
+        errors.append(f"actor.ulysses_sequence_parallel_size {sp} does not divide the world size {world} "
+                      f"({c.nodes} x {c.npus_per_node})")
+    if world % tp:
+        errors.append(f"rollout.tensor_parallel_size {tp} does not divide the world size {world}")
+    if c.npus_per_node % tp:
+        errors.append(f"rollout.tensor_parallel_size {tp} does not divide cluster.npus_per_node {c.npus_per_node} "
+                      "(a vLLM TP group must stay inside a node)")
+    if d.gen_batch_size < d.train_batch_size:
+        errors.append(f"data.gen_batch_size {d.gen_batch_size} is smaller than data.train_batch_size "
+                      f"{d.train_batch_size}: DAPO generates at least one training batch of prompts per round")
+    if d.train_batch_size < a.ppo_mini_batch_size:
+        errors.append(f"algorithm.ppo_mini_batch_size {a.ppo_mini_batch_size} is larger than data.train_batch_size "
+                      f"{d.train_batch_size}")
+    elif d.train_batch_size % a.ppo_mini_batch_size:
+        errors.append(f"data.train_batch_size {d.train_batch_size} is not a multiple of algorithm.ppo_mini_batch_size "
+                      f"{a.ppo_mini_batch_size}")
+    dp = world // sp if world % sp == 0 else None
+    if dp and (a.ppo_mini_batch_size * a.n_responses) % dp:
+        errors.append(f"algorithm.ppo_mini_batch_size x n_responses = {a.ppo_mini_batch_size * a.n_responses} does "
+                      f"not split over the {dp} data-parallel ranks (world {world} / SP {sp}), as verl requires")
+    if sp > 1 and not spec.model.use_remove_padding:
+        errors.append("actor.ulysses_sequence_parallel_size > 1 needs model.use_remove_padding: true")
+    total = d.max_prompt_length + d.max_response_length
+    if total > spec.model.architecture.max_position_embeddings:
+        errors.append(f"data.max_prompt_length + max_response_length = {total} exceeds the model's "
+                      f"max_position_embeddings {spec.model.architecture.max_position_embeddings}")
+    if act.use_dynamic_bsz and act.max_token_len_per_npu * sp < total:
+        errors.append(f"actor.max_token_len_per_npu x SP = {act.max_token_len_per_npu * sp} cannot hold one "
+                      f"{total}-token sequence: raise actor.max_token_len_per_npu to >= {-(-total // sp)}")
+    if r.mode == "sync" and Version(verl_version) >= Version("0.7.0"):
+        errors.append(f"rollout.mode 'sync' was removed in verl 0.7 (the pinned verl is {verl_version}): use 'async'")
+    if "wandb" in spec.trainer.loggers:
+        import os
+
+        if not os.environ.get("WANDB_API_KEY"):
+            errors.append("trainer.loggers has wandb but WANDB_API_KEY is not set in the environment")
+    return errors
+
+
+def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
+    """Peak HBM per NPU in GiB for the actor update, the reference log-probs and the vLLM rollout (see README)."""
+    m, act, r, d = spec.model.architecture, spec.actor, spec.rollout, spec.data
+    world = spec.cluster.nodes * spec.cluster.npus_per_node
+    params = m.parameters_b * 1e9
+    layer_params = params / m.layers
+    tokens = act.max_token_len_per_npu
+    ffn = m.experts_per_token * m.moe_intermediate_size if m.experts else m.intermediate_size
+    runtime = 2.0 * GIB                                           # HCCL buffers, workspace, fragmentation
+    gathered = 2 * 2 * layer_params                               # bf16 layer being used + the one prefetched
+    sharded_bf16 = 2 * params / world
+    weights = gathered if act.param_offload else sharded_bf16 + gathered
+    grads = 2 * params / world
+    optimizer = 0 if act.optimizer_offload else 12 * params / world   # fp32 master + Adam m and v
+    checkpoints = m.layers * tokens * m.hidden_size * 2 if spec.model.gradient_checkpointing else \
+        m.layers * tokens * (m.hidden_size * 34 + ffn * 6)
+    layer_peak = tokens * (m.hidden_size * 34 + ffn * 6)          # one layer recomputed: attention + MLP/experts
+    logits = tokens * m.vocab_size * 4 * 2                        # fp32 logits and their gradient
+    actor = weights + grads + optimizer + checkpoints + layer_peak + logits + runtime
+    ref_weights = gathered if act.ref_param_offload else sharded_bf16 + gathered
+    reference = ref_weights + tokens * m.hidden_size * 2 * 4 + tokens * m.vocab_size * 4 + runtime
+    rollout_budget = r.gpu_memory_utilization * hbm_mb * 2**20
+    rollout_weights = 2 * params / r.tensor_parallel_size
+    kv_heads_per_npu = max(1, m.kv_heads // r.tensor_parallel_size)
+    kv_per_token = 2 * m.layers * kv_heads_per_npu * m.head_dim * 2
+    kv_capacity_tokens = max(0.0, rollout_budget - rollout_weights - runtime) / kv_per_token
+    return {
+        "hbm_gib": hbm_mb / 1024,
+        "actor_gib": actor / GIB,
+        "reference_gib": reference / GIB,
+        "rollout_budget_gib": rollout_budget / GIB,
+        "rollout_weights_gib": rollout_weights / GIB,
+        "rollout_kv_capacity_tokens": kv_capacity_tokens,
+        "rollout_full_sequences": kv_capacity_tokens / (d.max_prompt_length + d.max_response_length),
+    }
+
+
+def hbm_warnings(est: dict[str, float], spec: JobSpec) -> list[str]:
+    warnings = []
+    hbm = est["hbm_gib"]
+    for phase in ("actor", "reference"):
+        if est[f"{phase}_gib"] > hbm:
+            warnings.append(f"the {phase} phase needs about {est[f'{phase}_gib']:.1f} GiB per NPU, more than the "
+                            f"{hbm:.0f} GiB of HBM: lower actor.max_token_len_per_npu, raise the SP size or offload")
+    if est["rollout_weights_gib"] + 2 > est["rollout_budget_gib"]:
+        warnings.append(f"vLLM's weights need {est['rollout_weights_gib']:.1f} GiB per NPU but "
+                        f"gpu_memory_utilization {spec.rollout.gpu_memory_utilization} gives it "
+                        f"{est['rollout_budget_gib']:.1f} GiB: raise the rollout TP size or the utilization")
+    elif est["rollout_full_sequences"] < 1:
+        warnings.append(f"vLLM's KV cache holds {est['rollout_kv_capacity_tokens']:.0f} tokens per NPU, less than one "
+                        f"{spec.data.max_prompt_length + spec.data.max_response_length}-token sequence")
+    return warnings
+
+
+def validate(spec: JobSpec, manifest: StackManifest, inventory_npus: list[int] | None,
+             sources: ConfigSources) -> Validation:
+    verl_version = manifest.source("verl").version
+    result = Validation()
+    result.errors += arithmetic(spec, inventory_npus, verl_version)
+    try:
+        result.composed = compose(sources, overrides(spec, verl_version))
+    except SpecError as exc:
+        result.errors.insert(0, str(exc))
+    result.hbm = hbm_estimate(spec, int(manifest.platform["hbm_mb"]))
+    result.warnings += hbm_warnings(result.hbm, spec)
+    return result
