@@ -201,9 +201,16 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
     from dapo_ops.job.render import pick_nodes, render as render_files, write
     from dapo_ops.paths import PROJECT_ROOT
 
+    from dapo_ops.job.validate import arithmetic
+
     out = Output(as_json)
     spec, manifest, inv = _job_inputs(job_file, inventory)
-    files = render_files(spec, pick_nodes(spec, list(inv.hosts), manifest), manifest)
+    nodes = pick_nodes(spec, list(inv.hosts), manifest)
+    problems = arithmetic(spec, [int(h.vars.get("npus_per_node") or 0) for h in inv.hosts],
+                          manifest.source("verl").version)
+    if problems:
+        raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    files = render_files(spec, nodes, manifest)
     target = output or PROJECT_ROOT / "runs" / "render" / spec.name
     write(files, target)
     out.info(f"rendered {len(files)} file(s) for {spec.name} into {target}")

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(openssh-server openssh-client iproute2 util-linux git curl ca-certificates python3 python3-venv gcc net-tools)
+packages=(openssh-server openssh-client iproute2 util-linux git curl ca-certificates python3 python3-venv gcc net-tools shellcheck)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -24,6 +24,9 @@ stamp=.venv/.dapo-ops-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+  # verl's configuration for `dapo-ops validate`: the pinned verl wheel without its (NPU) dependencies
+  verl_pin=$(.venv/bin/python -c 'from dapo_ops.manifest import load_manifest; print(load_manifest().source("verl").version)')
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "verl==$verl_pin"
   touch "$stamp"
 fi
 echo "bootstrap: ready ($(.venv/bin/dapo-ops --version))"

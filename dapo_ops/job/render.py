@@ -47,7 +47,8 @@ def environment() -> jinja2.Environment:
 def pick_nodes(spec: JobSpec, hosts: list[HostSpec], manifest: StackManifest) -> list[RenderNode]:
     """The job's nodes from the inventory: the head first (cluster.head, else the first host)."""
     if len(hosts) < spec.cluster.nodes:
-        raise InventoryError(f"the job needs {spec.cluster.nodes} nodes but the inventory has {len(hosts)}")
+        raise InventoryError(f"cluster.nodes is {spec.cluster.nodes} ({spec.cluster.nodes} x {spec.cluster.npus_per_node} "
+                             f"NPUs) but the inventory has {len(hosts)} node(s): lower cluster.nodes or add nodes")
     names = [h.name for h in hosts]
     head = spec.cluster.head or names[0]
     if head not in names:

@@ -1,0 +1,26 @@
+# Rendered by dapo-ops for job qwen3-30b-a3b-dapo on a2-node02; re-render instead of editing.
+# The environment of every Ray process on this node: CANN, the HCCL/GLOO/TP network, the NPU runtime knobs.
+# shellcheck shell=bash disable=SC1090,SC1091
+source /usr/local/Ascend/dapo-ops-env.sh
+export HCCL_CONNECT_TIMEOUT=3600
+export HCCL_EXEC_TIMEOUT=3600
+export HCCL_SOCKET_IFNAME=enp189s0f0
+export GLOO_SOCKET_IFNAME=enp189s0f0
+export TP_SOCKET_IFNAME=enp189s0f0
+export HCCL_IF_IP=192.0.2.12
+export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1
+export ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+export VLLM_USE_V1=1
+export VLLM_ASCEND_ENABLE_NZ=0
+export TASK_QUEUE_ENABLE=2
+export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
+export RAY_DEDUP_LOGS=0
+export HYDRA_FULL_ERROR=1
+export VERL_FILE_LOGGER_PATH=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo-2x16.jsonl
+export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo-2x16/tensorboard
+# Secrets (e.g. WANDB_API_KEY) are never rendered: `dapo-ops launch` writes them, mode 0600, to secrets.env here.
+dapo_env_dir=$(dirname "${BASH_SOURCE[0]}")
+if [ -r "$dapo_env_dir/secrets.env" ]; then
+  source "$dapo_env_dir/secrets.env"
+fi
+ulimit -n 65536 2>/dev/null || true

@@ -1,0 +1,220 @@
+"""Job spec, render and validate: the seed's job is clean; broken specs fail with one line and exit 2, writing
+nothing; hostile strings never execute; the seed's rendered files match the golden files byte for byte."""
+
+import copy
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.job.overrides import hydra_value, overrides
+from dapo_ops.job.render import pick_nodes, render, write
+from dapo_ops.job.spec import parse_spec
+from dapo_ops.manifest import load_manifest
+from dapo_ops.paths import PROJECT_ROOT
+
+DATA = Path(__file__).parent.parent / "data"
+SEED = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
+INVENTORY = DATA / "inventory" / "two-nodes"
+GOLDEN = DATA / "golden" / "qwen3-30b-a3b-dapo"
+
+
+def shellcheck_available() -> bool:
+    """CI installs shellcheck (scripts/bootstrap.sh); there its absence is a failure, not a skip."""
+    found = shutil.which("shellcheck") is not None
+    assert found or not os.environ.get("CI"), "shellcheck is missing (scripts/bootstrap.sh installs it)"
+    return found
+
+
+def cli(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "dapo_ops.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env=env)
+
+
+def seed() -> dict:
+    return yaml.safe_load(SEED.read_text())
+
+
+def test_seed_job_validates_clean():
+    result = cli("validate", str(SEED), "-i", str(INVENTORY), "--json")
+    assert result.returncode == 0, result.stderr
+    import json
+
+    report = json.loads(result.stdout)
+    assert report["errors"] == [] and report["warnings"] == []
+    assert 0 < report["hbm"]["actor_gib"] < 64 and report["hbm"]["rollout_full_sequences"] >= 1
+
+
+def test_seed_overrides_use_the_pinned_verl_keys():
+    spec = parse_spec(seed())
+    pinned = overrides(spec, load_manifest().source("verl").version)
+    assert "reward_model.overlong_buffer.len=4096" in pinned and "data.gen_batch_size=1536" in pinned
+    assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=8" in pinned
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" in pinned
+    assert "trainer.logger=[console,file]" in pinned
+    newer = overrides(spec, "0.7.1")
+    assert "reward.reward_kwargs.overlong_buffer_cfg.len=4096" in newer and not any(o.startswith("reward_model.") for o in newer)
+
+
+def mutate(path, value):
+    def apply(data):
+        node = data
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        if value is DELETE:
+            node.pop(keys[-1])
+        else:
+            node[keys[-1]] = value
+        return data
+    return apply
+
+
+DELETE = object()
+BROKEN = [
+    ("misspelled override key", mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"]),
+     "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),
+    ("unknown spec field", mutate("actor.ulysses_sp", 8), "actor.ulysses_sp: unknown field"),
+    ("SP not dividing the world", mutate("actor.ulysses_sequence_parallel_size", 7), "does not divide the world size 32"),
+    ("gen < train batch", mutate("data.gen_batch_size", 256), "data.gen_batch_size 256 is smaller than"),
+    ("SP without remove padding", mutate("model.use_remove_padding", False), "needs model.use_remove_padding"),
+    ("3 x 16 of a 2-node inventory", mutate("cluster.nodes", 3), "the inventory has 2 node(s)"),
+    ("rollout TP not dividing a node", mutate("rollout.tensor_parallel_size", 3), "does not divide"),
+    ("sync rollout on verl 0.7", mutate("rollout.mode", "sync"), "rollout.mode 'sync' was removed"),
+    ("too long for the model", mutate("data.max_response_length", 40000), "exceeds the model's max_position_embeddings"),
+    ("mini batch larger than train batch", mutate("algorithm.ppo_mini_batch_size", 1024), "is larger than data.train_batch_size"),
+    ("wrong type", mutate("data.train_batch_size", "lots"), "data.train_batch_size: expected a whole number"),
+    ("missing required field", mutate("model.path", DELETE), "model.path: required field is missing"),
+    ("relative path", mutate("data.train_files", "data/train.parquet"), "must be an absolute path"),
+    ("newline in a path", mutate("model.path", "/data/x\n; rm -rf ~"), "model.path: must be one line"),
+    ("hostile job name", mutate("name", "$(touch /tmp/pwned)"), "name: '$(touch /tmp/pwned)' must be letters"),
+    ("unlisted + key", mutate("extra_overrides", ["+trainer.surprise=1"]), "adds a key verl does not have"),
+    ("npus per node not in the inventory", mutate("cluster.npus_per_node", 8), "inventory declares npus_per_node 16"),
+    ("token budget below one sequence", mutate("actor.max_token_len_per_npu", 1024), "cannot hold one"),
+    ("hostile env name", mutate("env.extra", {"X;touch /tmp/pwned": "1"}), "not an environment variable name"),
+    ("boolean as string", mutate("actor.param_offload", "yes"), "actor.param_offload: expected true or false"),
+]
+
+
+@pytest.mark.parametrize("label, change, message", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_specs_fail_with_one_line_and_write_nothing(tmp_path, label, change, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(change(copy.deepcopy(seed()))))
+    out = tmp_path / "out"
+    for command in (["validate", str(job)], ["render", str(job), "-o", str(out)]):
+        result = cli(*command, "-i", str(INVENTORY))
+        if command[0] == "render" and result.returncode == 0:
+            continue  # some mistakes (arithmetic, verl keys) are only the validator's to find
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not out.exists() or command[0] == "render"
+    assert not Path("/tmp/pwned").exists()
+
+
+HOSTILE = ["$(touch {m})", "`touch {m}`", "'; touch {m}; '", "\"; touch {m}; \"", "; rm -rf ~ ; touch {m}",
+           "${{IFS}}touch${{IFS}}{m}", "a\\' ; touch {m} #"]
+
+
+def hostile_spec(marker: Path, payload: str) -> dict:
+    data = seed()
+    bad = payload.format(m=marker)
+    data["model"]["path"] = "/data/" + bad
+    data["data"]["train_files"] = "/data/" + bad
+    data["data"]["val_files"] = "/data/" + bad
+    data["data"]["prompt_key"] = bad
+    data["trainer"]["log_dir"] = "/logs/" + bad
+    data["env"]["pytorch_npu_alloc_conf"] = bad
+    data["env"]["extra"] = {"DAPO_TEST_VALUE": bad}
+    data["algorithm"]["filter_groups"]["metric"] = bad
+    data["algorithm"]["loss_agg_mode"] = bad
+    data["extra_overrides"] = [f"trainer.default_local_dir={bad}"]
+    return data
+
+
+@pytest.mark.parametrize("payload", HOSTILE)
+def test_hostile_strings_never_execute(tmp_path, payload):
+    """Render with every free-text field hostile, then run the scripts for real against stub ray/python."""
+    marker = tmp_path / "pwned"
+    spec = parse_spec(hostile_spec(marker, payload))
+    root = tmp_path / "node"
+    (root / "conda" / "envs" / "dapo" / "bin").mkdir(parents=True)
+    (root / "src" / "verl").mkdir(parents=True)
+    (root / "cann-env.sh").write_text("export DAPO_CANN_SOURCED=1\n")
+    record = tmp_path / "calls"
+    stub = f"#!/bin/bash\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" >> {record}\n"
+    ray_stub = stub + 'if [ "$1" = job ]; then shift; while [ "$1" != -- ]; do shift; done; shift; exec bash -c "$1"; fi\n'
+    for name, body in (("ray", ray_stub), ("python3", stub)):
+        path = root / "conda" / "envs" / "dapo" / "bin" / name
+        path.write_text(body)
+        path.chmod(0o755)
+    layout = {"stack_env_script": str(root / "cann-env.sh"), "stack_conda_prefix": str(root / "conda"),
+              "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0"}
+    hosts = [HostSpec(f"n{i}", f"192.0.2.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
+    manifest = load_manifest()
+    out = tmp_path / "out"
+    write(render(spec, pick_nodes(spec, hosts, manifest), manifest), out)
+    scripts = sorted(out.glob("nodes/*/*.sh"))
+    for script in scripts:
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
+        if shellcheck_available():
+            # info-level notes (SC2016: "$(...)" does not expand in single quotes) are exactly the point here
+            check = subprocess.run(["shellcheck", "-s", "bash", "-S", "warning", str(script)], capture_output=True,
+                                   text=True)
+            assert check.returncode == 0, check.stdout
+    env = dict(os.environ, DAPO_SUBMISSION_ID="dapo-test-1", HOME=str(tmp_path))
+    for script in ("nodes/n1/ray-start.sh", "nodes/n2/ray-start.sh", "nodes/n1/submit.sh"):
+        run = subprocess.run(["bash", str(out / script)], env=env, capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, (script, run.stderr)
+    assert not marker.exists()
+    calls = record.read_text().split("\0")
+    bad = payload.format(m=marker)
+    assert f"data.prompt_key={hydra_value(bad)}" in calls  # the hostile value arrived intact, as data
+    sourced = subprocess.run(["bash", "-c", f"source {out / 'nodes/n1/env.sh'}; printf %s \"$DAPO_TEST_VALUE\""],
+                             capture_output=True, text=True, env=env)
+    assert sourced.stdout == bad and not marker.exists()
+
+
+def test_render_is_byte_identical_and_matches_the_golden_files(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        result = cli("render", str(SEED), "-i", str(INVENTORY), "-o", str(out))
+        assert result.returncode == 0, result.stderr
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for rel in files:
+        assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+    golden = sorted(p.relative_to(GOLDEN) for p in GOLDEN.rglob("*") if p.is_file())
+    assert files == golden
+    for rel in files:
+        assert (first / rel).read_text() == (GOLDEN / rel).read_text(), (
+            f"{rel} differs from the golden file; if the change is intended, re-render into {GOLDEN}")
+    assert stat.S_IMODE((first / "nodes/a2-node01/submit.sh").stat().st_mode) == 0o755
+    for script in first.glob("nodes/*/*.sh"):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+        if shellcheck_available():
+            check = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout
+
+
+def test_no_secret_is_rendered(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "sekrit-value-123")
+    data = seed()
+    data["trainer"]["loggers"] = ["console", "wandb"]
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(data))
+    result = cli("render", str(job), "-i", str(INVENTORY), "-o", str(tmp_path / "out"),
+                 env=dict(os.environ, WANDB_API_KEY="sekrit-value-123"))
+    assert result.returncode == 0, result.stderr
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert "sekrit-value-123" not in path.read_text()
+    no_key = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+    refused = cli("validate", str(job), "-i", str(INVENTORY), env=no_key)
+    assert refused.returncode == 2 and "WANDB_API_KEY is not set" in refused.stderr
