@@ -206,8 +206,7 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
     out = Output(as_json)
     spec, manifest, inv = _job_inputs(job_file, inventory)
     nodes = pick_nodes(spec, list(inv.hosts), manifest)
-    problems = arithmetic(spec, [int(h.vars.get("npus_per_node") or 0) for h in inv.hosts],
-                          manifest.source("verl").version)
+    problems = arithmetic(spec, [int(h.vars.get("npus_per_node") or 0) for h in inv.hosts], manifest)
     if problems:
         raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     files = render_files(spec, nodes, manifest)
@@ -222,12 +221,20 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
 @click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
 @click.option("--verl-checkout", type=click.Path(path_type=Path),
               help="A verl checkout at the pinned tag to take the recipe's configuration from.")
+@click.option("--recipe-from-head", is_flag=True,
+              help="Take the recipe's configuration from the head node's verl checkout (over SSH).")
 @json_option
-def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None, as_json: bool) -> None:
+def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None, recipe_from_head: bool,
+             as_json: bool) -> None:
     """Check a job offline: verl's real config with the overrides, the arithmetic, an HBM estimate."""
-    from dapo_ops.job.validate import config_sources, validate as validate_job
+    import tempfile
+
+    from dapo_ops.job.render import pick_nodes
+    from dapo_ops.job.validate import config_sources, recipe_from_head as head_recipe, validate as validate_job
 
     out = Output(as_json)
+    if verl_checkout and recipe_from_head:
+        raise UsageError("--verl-checkout and --recipe-from-head are two sources for the same files: pick one")
     spec, manifest, inv = _job_inputs(job_file, inventory)
     inventory_npus = []
     for host in inv.hosts:
@@ -235,7 +242,14 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
             inventory_npus.append(int(host.vars.get("npus_per_node")))
         except (TypeError, ValueError):
             raise UsageError(f"{host.name} has no npus_per_node in the inventory") from None
-    result = validate_job(spec, manifest, inventory_npus, config_sources(verl_checkout, manifest))
+    with tempfile.TemporaryDirectory(prefix="dapo-ops-recipe-") as workdir:
+        if recipe_from_head:
+            head_name = pick_nodes(spec, list(inv.hosts), manifest)[0].name
+            head = next(h for h in inv.hosts if h.name == head_name)
+            sources = head_recipe(head, manifest, Path(workdir))
+        else:
+            sources = config_sources(verl_checkout, manifest)
+        result = validate_job(spec, manifest, inventory_npus, sources)
     hbm = result.hbm
     out.info(f"HBM per NPU (estimate): actor {hbm['actor_gib']:.1f} GiB, reference {hbm['reference_gib']:.1f} GiB, "
              f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "

@@ -7,9 +7,8 @@ import re
 from packaging.version import Version
 
 from dapo_ops.job.spec import JobSpec
+from dapo_ops.manifest import StackManifest
 
-# verl moved the reward settings to `reward.*` in 0.7.1 (shared/reference/verl.md §1.4).
-REWARD_KEYS_MOVED_IN = Version("0.7.1")
 # `+key=value` adds a key the schema does not have; only these prefixes may do that.
 PLUS_ALLOWED = ("+actor_rollout_ref.model.override_config.",)
 _SAFE = re.compile(r"^[A-Za-z0-9_./:+@-]+$")
@@ -29,9 +28,10 @@ def hydra_value(value) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def reward_overrides(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]:
+def reward_overrides(spec: JobSpec, verl_version: str, reward_keys_moved_in: str) -> list[tuple[str, object]]:
+    """verl moved the reward settings to `reward.*` (shared/reference/verl.md §1.4); the manifest says when."""
     buffer = spec.algorithm.overlong_buffer
-    if Version(verl_version) >= REWARD_KEYS_MOVED_IN:
+    if Version(verl_version) >= Version(reward_keys_moved_in):
         return [("reward.reward_manager.name", "dapo"),
                 ("reward.reward_kwargs.overlong_buffer_cfg.enable", buffer.enable),
                 ("reward.reward_kwargs.overlong_buffer_cfg.len", buffer.len),
@@ -43,7 +43,7 @@ def reward_overrides(spec: JobSpec, verl_version: str) -> list[tuple[str, object
             ("reward_model.overlong_buffer.penalty_factor", buffer.penalty_factor)]
 
 
-def override_pairs(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]:
+def override_pairs(spec: JobSpec, verl_version: str, rules: dict) -> list[tuple[str, object]]:
     d, a, act, r, t = spec.data, spec.algorithm, spec.actor, spec.rollout, spec.trainer
     seq = d.max_prompt_length + d.max_response_length
     ar = "actor_rollout_ref"
@@ -94,7 +94,7 @@ def override_pairs(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]
         (f"{ar}.rollout.val_kwargs.temperature", r.temperature), (f"{ar}.rollout.val_kwargs.top_p", r.val_top_p),
         (f"{ar}.rollout.val_kwargs.top_k", r.top_k), (f"{ar}.rollout.val_kwargs.do_sample", True),
         (f"{ar}.rollout.val_kwargs.n", 1),
-        *reward_overrides(spec, verl_version),
+        *reward_overrides(spec, verl_version, str(rules["reward_keys_moved_in"])),
         ("trainer.logger", list(t.loggers)), ("trainer.project_name", t.project_name),
         ("trainer.experiment_name", t.experiment_name), ("trainer.n_gpus_per_node", spec.cluster.npus_per_node),
         ("trainer.nnodes", spec.cluster.nodes), ("trainer.val_before_train", t.val_before_train),
@@ -103,6 +103,9 @@ def override_pairs(spec: JobSpec, verl_version: str) -> list[tuple[str, object]]
     ]
 
 
-def overrides(spec: JobSpec, verl_version: str) -> list[str]:
-    """Every override as `key=value`, then the spec's extra raw overrides (which win, as the last ones do)."""
-    return [f"{key}={hydra_value(value)}" for key, value in override_pairs(spec, verl_version)] + list(spec.extra_overrides)
+def overrides(spec: JobSpec, manifest: StackManifest, verl_version: str | None = None) -> list[str]:
+    """Every override as `key=value` for the pinned verl (or `verl_version`), then the spec's extra raw overrides
+    (which win, as the last ones do)."""
+    verl = manifest.source("verl")
+    pairs = override_pairs(spec, verl_version or verl.version, verl.extra["rules"])
+    return [f"{key}={hydra_value(value)}" for key, value in pairs] + list(spec.extra_overrides)

@@ -69,7 +69,7 @@ def pick_nodes(spec: JobSpec, hosts: list[HostSpec], manifest: StackManifest) ->
 
 def entrypoint(spec: JobSpec, head: RenderNode, manifest: StackManifest) -> str:
     args = [f"{head.env_prefix}/bin/python3", "-m", "recipe.dapo.main_dapo",
-            *overrides(spec, manifest.source("verl").version)]
+            *overrides(spec, manifest)]
     return f"cd {shlex.quote(head.verl_dir)} && exec " + " ".join(shlex.quote(a) for a in args)
 
 
@@ -103,7 +103,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> d
                             "TENSORBOARD_DIR": common["tensorboard_dir"]}
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
-    files["overrides.txt"] = "\n".join(overrides(spec, manifest.source("verl").version)) + "\n"
+    files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"
     return files
 
 

@@ -53,6 +53,28 @@ def config_sources(verl_checkout: Path | None, manifest: StackManifest) -> Confi
                                                   "description of the DAPO recipe")
 
 
+def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSources:
+    """The DAPO recipe's configuration read from the head node's verl checkout over SSH (host key verified)."""
+    import shlex
+
+    from dapo_ops.errors import SSHError
+    from dapo_ops.fleet.ssh import run_on
+    from dapo_ops.layout import node_layout
+
+    verl = manifest.source("verl")
+    remote = f"{node_layout(head.vars)['stack_src_root']}/{verl.dir}/{verl.extra['recipe_config']}"
+    result = run_on(head, f"cat {shlex.quote(remote)}", timeout=30)
+    if result.error:
+        raise SSHError(result.error)
+    if result.exit_code != 0:
+        raise SpecError(f"{head.name} has no {remote} (provision the verl layer first): {result.stderr.strip()}")
+    recipe_dir = workdir / "recipe"
+    recipe_dir.mkdir(parents=True, exist_ok=True)
+    (recipe_dir / Path(remote).name).write_text(result.stdout)
+    base = config_sources(None, manifest)
+    return ConfigSources(base.trainer_config, recipe_dir, f"{base.described.split(' + ')[0]} + {head.name}:{remote}")
+
+
 def _leaf_keys(node, prefix: str = "") -> list[str]:
     keys = []
     if isinstance(node, dict):
@@ -105,7 +127,7 @@ def _explain(message: str, base: dict) -> str:
     return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
 
 
-def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, verl_version: str) -> list[str]:
+def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, manifest: StackManifest) -> list[str]:
     """What verl does not check before the NPUs are allocated."""
     c, d, a, act, r = spec.cluster, spec.data, spec.algorithm, spec.actor, spec.rollout
     world = c.nodes * c.npus_per_node
@@ -159,8 +181,11 @@ def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, verl_version: st
     if act.use_dynamic_bsz and act.max_token_len_per_npu * sp < total:
         errors.append(f"actor.max_token_len_per_npu x SP = {act.max_token_len_per_npu * sp} cannot hold one "
                       f"{total}-token sequence: raise actor.max_token_len_per_npu to >= {-(-total // sp)}")
-    if r.mode == "sync" and Version(verl_version) >= Version("0.7.0"):
-        errors.append(f"rollout.mode 'sync' was removed in verl 0.7 (the pinned verl is {verl_version}): use 'async'")
+    verl = manifest.source("verl")
+    removed_in = str(verl.extra["rules"]["rollout_sync_removed_in"])
+    if r.mode == "sync" and Version(verl.version) >= Version(removed_in):
+        errors.append(f"rollout.mode 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): "
+                      "use 'async'")
     if "wandb" in spec.trainer.loggers:
         import os
 
@@ -225,11 +250,10 @@ def hbm_warnings(est: dict[str, float], spec: JobSpec) -> list[str]:
 
 def validate(spec: JobSpec, manifest: StackManifest, inventory_npus: list[int] | None,
              sources: ConfigSources) -> Validation:
-    verl_version = manifest.source("verl").version
     result = Validation()
-    result.errors += arithmetic(spec, inventory_npus, verl_version)
+    result.errors += arithmetic(spec, inventory_npus, manifest)
     try:
-        result.composed = compose(sources, overrides(spec, verl_version))
+        result.composed = compose(sources, overrides(spec, manifest))
     except SpecError as exc:
         result.errors.insert(0, str(exc))
     result.hbm = hbm_estimate(spec, int(manifest.platform["hbm_mb"]))

@@ -112,6 +112,29 @@ def test_bundle_round_trip_gives_the_same_findings(faulty_fleet, tmp_path):
     assert len(failed) == 1 and "node2/firmware_version.txt" in failed[0]["message"]
 
 
+def test_ctrl_c_prints_what_was_collected(faulty_fleet, sim):
+    """node3's sshd is frozen (the TCP connection opens, no banner comes): Ctrl-C reports node1 and node2."""
+    import time
+
+    state = sim.load_state()
+    node3 = next(n for n in state.nodes if n.name == "node3")
+    os.kill(node3.pid1, signal.SIGSTOP)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--connect-timeout", "60"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(6)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        os.kill(node3.pid1, signal.SIGCONT)
+    assert proc.returncode == 1, stderr
+    report = json.loads(stdout)
+    assert report["interrupted"] is True
+    assert report["hosts"]["node1"]["reachable"] and report["hosts"]["node2"]["reachable"]
+    assert report["hosts"]["node3"]["error"] == "not collected (interrupted)"
+    assert "interrupted" in stderr
+
+
 def test_an_unreachable_node_is_a_finding_and_the_others_are_audited(faulty_fleet, sim):
     state = sim.load_state()
     node3 = next(n for n in state.nodes if n.name == "node3")

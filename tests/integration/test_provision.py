@@ -84,3 +84,15 @@ def test_one_layer_by_tag(provisioned):
     tasks = [line for line in output.splitlines() if line.startswith("TASK [") and "Validating arguments" not in line]
     roles = {line[len("TASK ["):].split(" :")[0] for line in tasks if " : " in line}
     assert roles == {"stack", "ascend_cann"}, roles
+
+
+def test_validate_takes_the_recipe_from_the_head_nodes_checkout(provisioned):
+    import subprocess
+    import sys
+
+    from dapo_ops.paths import PROJECT_ROOT
+
+    result = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "validate", "jobs/qwen3-30b-a3b-dapo.yaml",
+                             "--recipe-from-head"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout

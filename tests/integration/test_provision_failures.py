@@ -75,3 +75,29 @@ def test_half_installed_driver_is_repaired(sim):
     assert rc == 0, output[-3000:]
     sh(node, "test -x /usr/local/Ascend/driver/tools/upgrade-tool")
     assert "--full --install-for-all --force" in output
+
+
+def test_installers_from_a_controller_directory_are_checked_before_the_copy(sim, tmp_path):
+    """dapo_artifact_dir instead of the mirror: a good copy installs, an altered one is refused on the controller."""
+    manifest = load_manifest()
+    sim.down()
+    sim.up(FleetSpec(nodes=2))
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    for artifact in manifest.artifacts.values():
+        data = (sim.mirror_root / "artifacts" / artifact.file).read_bytes()
+        (good / artifact.file).write_bytes(data)
+        (bad / artifact.file).write_bytes(data[:-1] + b"#" if artifact.key == "driver" else data)
+    extra = tmp_path / "dirs.yml"
+    extra.write_text("all:\n  hosts:\n"
+                     f"    node1: {{dapo_artifact_url: '', dapo_artifact_dir: '{good}'}}\n"
+                     f"    node2: {{dapo_artifact_url: '', dapo_artifact_dir: '{bad}'}}\n")
+    rc, output, recap = playbook("--tags", "preflight,hdk", extra_inventory=extra)
+    assert recap["node1"]["failed"] == 0 and recap["node2"]["failed"] == 1, output[-3000:]
+    flat = " ".join(output.split())
+    assert f"{bad}/{manifest.artifact('driver').file} has sha256" in flat and "refusing it" in flat
+    nodes = hosts()
+    assert sh(nodes["node2"], "test -e /usr/local/Ascend", ok=False).exit_code == 1
+    assert f"Version={manifest.artifact('driver').version}" in sh(
+        nodes["node1"], "cat /usr/local/Ascend/driver/version.info").stdout

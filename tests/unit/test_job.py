@@ -53,12 +53,12 @@ def test_seed_job_validates_clean():
 
 def test_seed_overrides_use_the_pinned_verl_keys():
     spec = parse_spec(seed())
-    pinned = overrides(spec, load_manifest().source("verl").version)
+    pinned = overrides(spec, load_manifest())
     assert "reward_model.overlong_buffer.len=4096" in pinned and "data.gen_batch_size=1536" in pinned
     assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=8" in pinned
     assert "actor_rollout_ref.actor.fsdp_config.param_offload=True" in pinned
     assert "trainer.logger=[console,file]" in pinned
-    newer = overrides(spec, "0.7.1")
+    newer = overrides(spec, load_manifest(), verl_version="0.7.1")
     assert "reward.reward_kwargs.overlong_buffer_cfg.len=4096" in newer and not any(o.startswith("reward_model.") for o in newer)
 
 
