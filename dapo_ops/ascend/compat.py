@@ -115,6 +115,23 @@ def _field(info: dict[str, str], key: str, what: str, problems: list[Problem], r
     return str(value).strip()
 
 
+def _range_rule(rule: str, subject: dict[str, str], subject_name: str, owner: dict[str, str], owner_name: str,
+                key: str, problems: list[Problem]) -> None:
+    """subject's Version must lie in one of owner's `key` ranges (e.g. the firmware in the driver's range)."""
+    version = _field(subject, "Version", f"{subject_name} version.info", problems, rule)
+    ranges_text = _field(owner, key, f"{owner_name} version.info", problems, rule)
+    if not (version and ranges_text):
+        return
+    try:
+        ranges = parse_ranges(ranges_text)
+    except ValueError as exc:
+        problems.append(Problem(rule, f"{owner_name} {key} unreadable: {exc}"))
+        return
+    if not any(r.contains(version) for r in ranges):
+        problems.append(Problem(rule, f"{subject_name} {version} is outside the {owner_name} "
+                                      f"{owner.get('Version', '?')}'s {key} {ranges_text}"))
+
+
 def check_compatibility(
     driver: dict[str, str] | None,
     firmware: dict[str, str] | None,
@@ -129,35 +146,11 @@ def check_compatibility(
     checked: list[str] = []
 
     if driver is not None and firmware is not None:
-        rule = "firmware-in-driver-range"
-        checked.append(rule)
-        fw_version = _field(firmware, "Version", "firmware version.info", problems, rule)
-        ranges_text = _field(driver, "compatible_version_fw", "driver version.info", problems, rule)
-        if fw_version and ranges_text:
-            try:
-                ranges = parse_ranges(ranges_text)
-            except ValueError as exc:
-                problems.append(Problem(rule, f"driver compatible_version_fw unreadable: {exc}"))
-            else:
-                if not any(r.contains(fw_version) for r in ranges):
-                    problems.append(Problem(rule, (
-                        f"firmware {fw_version} is outside the driver {driver.get('Version', '?')}'s "
-                        f"compatible_version_fw {ranges_text}")))
-
-        rule = "driver-in-firmware-range"
-        checked.append(rule)
-        drv_version = _field(driver, "Version", "driver version.info", problems, rule)
-        ranges_text = _field(firmware, "compatible_version_drv", "firmware version.info", problems, rule)
-        if drv_version and ranges_text:
-            try:
-                ranges = parse_ranges(ranges_text)
-            except ValueError as exc:
-                problems.append(Problem(rule, f"firmware compatible_version_drv unreadable: {exc}"))
-            else:
-                if not any(r.contains(drv_version) for r in ranges):
-                    problems.append(Problem(rule, (
-                        f"driver {drv_version} is outside the firmware {firmware.get('Version', '?')}'s "
-                        f"compatible_version_drv {ranges_text}")))
+        for rule, subject, subject_name, owner, owner_name, key in (
+                ("firmware-in-driver-range", firmware, "firmware", driver, "driver", "compatible_version_fw"),
+                ("driver-in-firmware-range", driver, "driver", firmware, "firmware", "compatible_version_drv")):
+            checked.append(rule)
+            _range_rule(rule, subject, subject_name, owner, owner_name, key, problems)
 
     if driver is not None and toolkit is not None:
         rule = "toolkit-accepts-driver"
