@@ -262,6 +262,125 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
     out.info(f"[green]{spec.name}: valid[/green]")
 
 
+# -------------------------------------------------------------------------------- launch, status, logs, stop
+
+
+@cli.command()
+@click.argument("job_file", type=click.Path(path_type=Path))
+@click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@click.option("--no-audit", is_flag=True, help="Skip the audit gate.")
+@click.option("--force", is_flag=True, help="Launch even when the audit finds errors.")
+@click.option("--break-lock", is_flag=True, help="Remove a stale cluster lock left by a dead launch first.")
+@json_option
+def launch(job_file: Path, nodes: int, inventory: Path | None, no_audit: bool, force: bool, break_lock: bool,
+           as_json: bool) -> None:
+    """Audit the nodes, lock the cluster, push the rendered files, bring Ray up and submit the DAPO job."""
+    from dapo_ops.launch.launch import LaunchOptions, launch as launch_job
+
+    out = Output(as_json)
+    if nodes <= 0:
+        raise UsageError("--nodes must be positive")
+    spec, manifest, inv = _job_inputs(job_file, inventory)
+    record = launch_job(spec, job_file, inv, manifest, LaunchOptions(nodes, no_audit, force, break_lock),
+                        say=lambda m: out.info(f"[dim]{m}[/dim]"))
+    out.info(f"[green]{record.run_id}[/green]: submitted as {record.submission_id} on {record.head}; follow it with "
+             f"`dapo-ops logs {record.run_id} --follow`")
+    out.document(_record_dict(record))
+
+
+def _record_dict(record) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(record)
+
+
+def _run_context(run: str | None, inventory: Path | None):
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.launch.records import latest_run, load_run
+
+    record = load_run(run) if run else latest_run()
+    inv = load_inventory(inventory)
+    by_name = {h.name: h for h in inv.hosts}
+    if record.head not in by_name:
+        raise UsageError(f"run {record.run_id}'s head {record.head} is not in the inventory")
+    return record, inv, by_name[record.head]
+
+
+@cli.command()
+@click.argument("run", required=False)
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@json_option
+def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
+    """The state of a run (default: the latest), asking Ray on the head."""
+    from dapo_ops.launch import cluster
+    from dapo_ops.layout import node_layout
+
+    out = Output(as_json)
+    record, _, head = _run_context(run, inventory)
+    job = None
+    if record.submission_id and record.state in ("running", "succeeded"):
+        job = cluster.job_status(head, f"{node_layout(head.vars)['stack_env_prefix']}/bin/ray", record.dashboard,
+                                 record.submission_id)
+        if job in ("SUCCEEDED", "FAILED", "STOPPED") and record.state == "running":
+            record.mark({"SUCCEEDED": "succeeded", "FAILED": "failed", "STOPPED": "stopped"}[job],
+                        None if job == "SUCCEEDED" else f"Ray reports the job {job}")
+    out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
+             (f" — {record.reason}" if record.reason else ""))
+    out.document(dict(_record_dict(record), ray_job_status=job))
+    if record.state == "failed":
+        raise DapoError(f"run {record.run_id} failed: {record.reason}")
+
+
+@cli.command()
+@click.argument("run")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the job ends.")
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+def logs(run: str, follow: bool, inventory: Path | None) -> None:
+    """The driver log of a run's job."""
+    from dapo_ops.launch import cluster
+    from dapo_ops.layout import node_layout
+
+    record, _, head = _run_context(run, inventory)
+    if not record.submission_id:
+        raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
+    cluster.job_logs(head, f"{node_layout(head.vars)['stack_env_prefix']}/bin/ray", record.dashboard,
+                     record.submission_id, follow, sys.stdout)
+
+
+@cli.command()
+@click.argument("run")
+@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@json_option
+def stop(run: str, inventory: Path | None, as_json: bool) -> None:
+    """Stop a run's job, stop Ray on its nodes, release the cluster lock."""
+    from dapo_ops.launch.launch import stop as stop_run
+
+    out = Output(as_json)
+    record, inv, _ = _run_context(run, inventory)
+    record = stop_run(record, inv, say=lambda m: out.info(f"[dim]{m}[/dim]"))
+    out.info(f"{record.run_id}: {record.state}")
+    out.document(_record_dict(record))
+
+
+@cli.command()
+@json_option
+def runs(as_json: bool) -> None:
+    """The runs this controller launched."""
+    from dapo_ops.launch.records import all_runs
+
+    out = Output(as_json)
+    records = all_runs()
+    table = Table(title="runs")
+    for column in ("run", "state", "nodes", "submitted as", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(r.run_id, r.state, ",".join(r.nodes), r.submission_id or "", r.reason or "")
+    if not as_json:
+        out.console.print(table)
+    out.document([_record_dict(r) for r in records])
+
+
 # ----------------------------------------------------------------------------------------------- entry point
 
 

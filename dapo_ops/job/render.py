@@ -67,12 +67,6 @@ def pick_nodes(spec: JobSpec, hosts: list[HostSpec], manifest: StackManifest) ->
     return nodes
 
 
-def entrypoint(spec: JobSpec, head: RenderNode, manifest: StackManifest) -> str:
-    args = [f"{head.env_prefix}/bin/python3", "-m", "recipe.dapo.main_dapo",
-            *overrides(spec, manifest)]
-    return f"cd {shlex.quote(head.verl_dir)} && exec " + " ".join(shlex.quote(a) for a in args)
-
-
 def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> dict[str, str]:
     """Relative path -> file content. Per node: nodes/<host>/{env.sh,ray-start.sh}; the head also gets
     submit.sh and runtime_env.yaml; overrides.txt lists the Hydra overrides, one per line."""
@@ -96,8 +90,10 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> d
         files[f"{base}/env.sh"] = env.get_template("env.sh.j2").render(ctx)
         files[f"{base}/ray-start.sh"] = env.get_template("ray-head.sh.j2" if node.head else "ray-worker.sh.j2").render(ctx)
         if node.head:
-            files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(
-                ctx, entrypoint=entrypoint(spec, head, manifest))
+            files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(ctx)
+            files[f"{base}/entrypoint.sh"] = env.get_template("entrypoint.sh.j2").render(
+                ctx, verl_dir=head.verl_dir, python=f"{head.env_prefix}/bin/python3",
+                overrides=overrides(spec, manifest))
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
                             "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": common["file_logger_path"],
                             "TENSORBOARD_DIR": common["tensorboard_dir"]}

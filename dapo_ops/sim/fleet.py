@@ -35,6 +35,8 @@ BRIDGE_IP = f"{SUBNET}.1"
 MIRROR_PORT = 8765
 MAX_NODES = 200
 OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
+# /var/lib too, mounted last: the binds from the state dir (which lives under /var/lib) are made before it
+LATE_OVERLAYS = ("var/lib",)
 PRIVATE_DIRS = ("opt", "root", "home", "tmp", "var/log")  # the node starts with these empty
 HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log", "/dev", "/proc")
 SSHD = "/usr/sbin/sshd"
@@ -320,7 +322,7 @@ class SimFleet:
             (d / sub).mkdir(parents=True)
         (d / "tmp").chmod(0o1777)
         (d / "root").chmod(0o700)
-        for overlay in OVERLAYS:
+        for overlay in OVERLAYS + LATE_OVERLAYS:
             key = overlay.replace("/", "_")
             (d / "upper" / key).mkdir(parents=True)
             (d / "work" / key).mkdir(parents=True)
@@ -373,12 +375,12 @@ class SimFleet:
 
     @staticmethod
     def _init_script(node: NodeState, d: Path, npus: list[int]) -> str:
-        overlay_lines = []
-        for overlay in OVERLAYS:
+        def overlay_line(overlay: str) -> str:
             key = overlay.replace("/", "_")
-            overlay_lines.append(
-                f"mount -t overlay dapo-{key} -o lowerdir=/{overlay},upperdir={d}/upper/{key},"
-                f"workdir={d}/work/{key} /{overlay}")
+            return (f"mount -t overlay dapo-{key} -o lowerdir=/{overlay},upperdir={d}/upper/{key},"
+                    f"workdir={d}/work/{key} /{overlay}")
+
+        overlay_lines = [overlay_line(o) for o in OVERLAYS]
         dev = f"{d}/devstage"
         davinci = " ".join(f"davinci{k}" for k in npus)
         return "\n".join([
@@ -399,6 +401,7 @@ class SimFleet:
             f"mount --bind {d}/hw {dev}/.dapo-sim",
             f"cd {dev} && touch {davinci} davinci_manager devmm_svm hisi_hdc && cd /",
             f"mount --move {dev} /dev",
+            *(overlay_line(o) for o in LATE_OVERLAYS),
             "mkdir -p /run/sshd",
             f"exec {SSHD} -D -f /etc/ssh/dapo_sshd_config -E /var/log/sshd.log",
             "",

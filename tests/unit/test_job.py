@@ -149,7 +149,10 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     (root / "cann-env.sh").write_text("export DAPO_CANN_SOURCED=1\n")
     record = tmp_path / "calls"
     stub = f"#!/bin/bash\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" >> {record}\n"
-    ray_stub = stub + 'if [ "$1" = job ]; then shift; while [ "$1" != -- ]; do shift; done; shift; exec bash -c "$1"; fi\n'
+    # like `ray job submit`: the words after `--` joined with subprocess.list2cmdline, run by /bin/sh
+    ray_stub = stub + ('if [ "$1" = job ]; then shift; while [ "$1" != -- ]; do shift; done; shift; '
+                       'exec sh -c "$(python3 -c \'import subprocess, sys; print(subprocess.list2cmdline(sys.argv[1:]))\' '
+                       '"$@")"; fi\n')
     for name, body in (("ray", ray_stub), ("python3", stub)):
         path = root / "conda" / "envs" / "dapo" / "bin" / name
         path.write_text(body)

@@ -1,0 +1,83 @@
+"""Run records on the controller: runs/<run-id>/run.json plus the spec and the rendered files."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dapo_ops.errors import UsageError
+from dapo_ops.paths import PROJECT_ROOT
+
+RUNS_DIR = Path(os.environ.get("DAPO_OPS_RUNS_DIR") or PROJECT_ROOT / "runs" / "launch")
+TERMINAL = ("succeeded", "failed", "stopped")
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    job: str
+    nodes: list[str]
+    head: str
+    head_address: str
+    dashboard: str
+    node_dir: str                               # the run's directory on every node
+    state: str = "created"                      # created, starting, running, succeeded, failed, stopped
+    reason: str | None = None
+    submission_id: str | None = None
+    stack: dict = field(default_factory=dict)   # what the audit saw per node
+    timestamps: dict = field(default_factory=dict)
+    rehearsal: dict | None = None
+
+    @property
+    def directory(self) -> Path:
+        return RUNS_DIR / self.run_id
+
+    def mark(self, state: str, reason: str | None = None) -> None:
+        self.state = state
+        if reason is not None:
+            self.reason = reason
+        self.timestamps[state] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.save()
+
+    def save(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / "run.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.directory / "run.json")
+
+
+def new_run_id(job: str) -> str:
+    return f"{job}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+def load_run(run_id: str) -> RunRecord:
+    path = RUNS_DIR / run_id / "run.json"
+    try:
+        return RunRecord(**json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise UsageError(f"no run {run_id!r} (see `dapo-ops runs`)") from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"run record {path} is unreadable: {exc}") from None
+
+
+def all_runs() -> list[RunRecord]:
+    if not RUNS_DIR.exists():
+        return []
+    runs = []
+    for path in sorted(RUNS_DIR.glob("*/run.json")):
+        try:
+            runs.append(RunRecord(**json.loads(path.read_text())))
+        except (ValueError, TypeError):
+            continue
+    return sorted(runs, key=lambda r: r.timestamps.get("created", ""))
+
+
+def latest_run() -> RunRecord:
+    runs = all_runs()
+    if not runs:
+        raise UsageError("no runs yet (dapo-ops launch JOB.yaml)")
+    return runs[-1]
