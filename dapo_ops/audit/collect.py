@@ -12,10 +12,11 @@ Bundle layout (also for outputs collected by other means, e.g. a site without SS
 from __future__ import annotations
 
 import json
+import queue
 import re
 import shlex
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait, FIRST_COMPLETED
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,29 +88,32 @@ def collect_host(host: HostSpec, npus: int, install_path: str, timeout: float) -
 
 def collect(hosts: list[HostSpec], npus_of, install_path: str, timeout: float, max_workers: int,
             on_done=None) -> tuple[list[HostRaw], bool]:
-    """Collect from every host in parallel (bounded). Returns (results in host order, interrupted?).
-
-    On Ctrl-C the hosts not yet done are reported as not collected and the results so far are returned.
-    """
+    """Collect from every host in parallel (at most max_workers at once). Returns (results in host order,
+    interrupted?). On Ctrl-C the hosts not yet done are reported as not collected and the results so far are
+    returned at once: the workers are daemon threads, so a host stuck in its connect cannot hold the exit."""
     results: dict[str, HostRaw] = {}
+    done: queue.Queue = queue.Queue()
+    slots = threading.BoundedSemaphore(max(1, max_workers))
+
+    def work(host: HostSpec) -> None:
+        with slots:
+            try:
+                raw = collect_host(host, npus_of(host), install_path, timeout)
+            except Exception as exc:  # a bug or an SSH library error must not lose the other hosts
+                raw = HostRaw(host.name, npus_of(host), unreachable=f"collection failed: {exc}")
+        done.put(raw)
+
+    for host in hosts:
+        threading.Thread(target=work, args=(host,), name=f"audit-{host.name}", daemon=True).start()
     interrupted = False
-    pool = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts) or 1)))
-    futures = {pool.submit(collect_host, h, npus_of(h), install_path, timeout): h for h in hosts}
     try:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                raw = future.result()
-                results[raw.host] = raw
-                if on_done:
-                    on_done(raw)
+        while len(results) < len(hosts):
+            raw = done.get()
+            results[raw.host] = raw
+            if on_done:
+                on_done(raw)
     except KeyboardInterrupt:
         interrupted = True
-        for future in futures:
-            future.cancel()
-    finally:
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
     ordered = []
     for host in hosts:
         ordered.append(results.get(host.name) or HostRaw(host.name, npus_of(host), unreachable="not collected (interrupted)"))

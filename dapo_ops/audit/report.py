@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.audit.analyze import COMPONENTS, ERROR, AuditReport
+from dapo_ops.audit.analyze import ERROR, AuditReport
 from dapo_ops.manifest import StackManifest
 from dapo_ops.stackcheck import pinned_python_packages
 

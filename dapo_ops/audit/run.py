@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 from pathlib import Path
 
 from rich.console import Console
@@ -81,7 +80,3 @@ def run(out, *, inventory, limit, from_bundle, bundle_out, timeout, connect_time
     else:
         print_report(report, manifest, out.console)
     return report
-
-
-def report_json(report: AuditReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=True)

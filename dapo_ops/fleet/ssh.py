@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,12 +103,3 @@ def run_on(host: HostSpec, command: str, timeout: float = 60) -> CommandResult:
         return run(conn, host, command, timeout)
     finally:
         conn.close()
-
-
-def run_many(hosts: list[HostSpec], command: str, timeout: float = 60, max_workers: int = 32) -> dict[str, CommandResult]:
-    """The same command on many hosts in parallel (bounded); results by host name, in input order."""
-    if not hosts:
-        return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as pool:
-        futures = {h.name: pool.submit(run_on, h, command, timeout) for h in hosts}
-        return {name: future.result() for name, future in futures.items()}

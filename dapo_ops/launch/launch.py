@@ -70,7 +70,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
     holder = cluster.acquire_lock(head, run_id)
     if holder is not None:
         record.mark("failed", f"cluster locked by {holder.describe()}")
-        hint = (f" — its launch died; rerun with --break-lock" if _stale(holder) else
+        hint = (" — its launch died; rerun with --break-lock" if _stale(holder) else
                 f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
         raise DapoError(f"{head.name} is locked by {holder.describe()}{hint}")
     try:

@@ -8,7 +8,6 @@ copied at build time from the real verl wheel in the package cache, so Hydra com
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -190,7 +189,3 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
 def build_repos(git_root: Path, manifest: StackManifest, verl_wheel: Path, scratch: Path) -> dict[str, Path]:
     return {name: build_repo(git_root, name, tag, files, scratch)
             for name, (tag, files) in repo_files(manifest, verl_wheel).items()}
-
-
-def describe(repos: dict[str, Path]) -> str:
-    return json.dumps({k: str(v) for k, v in repos.items()})

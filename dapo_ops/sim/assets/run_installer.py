@@ -3,7 +3,6 @@
 # Exit codes: 0 done; 2 done, reboot required (the real packages' meaning of 2 is undocumented; ascend-deployer
 # treats 0 and 2 as success); 1 failed. PACKAGE (prepended by the builder) describes the package.
 import datetime
-import hashlib
 import json
 import os
 import pwd
