@@ -372,10 +372,12 @@ def runs(as_json: bool) -> None:
     out = Output(as_json)
     records = all_runs()
     table = Table(title="runs")
-    for column in ("run", "state", "nodes", "submitted as", "reason"):
-        table.add_column(column, overflow="fold")
+    table.add_column("run", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("nodes", no_wrap=True)
+    table.add_column("reason", overflow="ellipsis", no_wrap=True, max_width=60)
     for r in records:
-        table.add_row(r.run_id, r.state, ",".join(r.nodes), r.submission_id or "", r.reason or "")
+        table.add_row(r.run_id, r.state, ",".join(r.nodes), r.reason or "")
     if not as_json:
         out.console.print(table)
     out.document([_record_dict(r) for r in records])
