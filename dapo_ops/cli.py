@@ -371,13 +371,15 @@ def runs(as_json: bool) -> None:
 
     out = Output(as_json)
     records = all_runs()
-    table = Table(title="runs")
-    table.add_column("run", no_wrap=True)
+    from rich import box
+
+    table = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("state", no_wrap=True)
+    table.add_column("run", no_wrap=True)
     table.add_column("nodes", no_wrap=True)
-    table.add_column("reason", overflow="ellipsis", no_wrap=True, max_width=60)
+    table.add_column("reason", overflow="fold")
     for r in records:
-        table.add_row(r.run_id, r.state, ",".join(r.nodes), r.reason or "")
+        table.add_row(r.state, r.run_id, ",".join(r.nodes), r.reason or "")
     if not as_json:
         out.console.print(table)
     out.document([_record_dict(r) for r in records])
