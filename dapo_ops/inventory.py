@@ -63,7 +63,8 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     hostvars = raw.get("_meta", {}).get("hostvars", {})
     names = _group_hosts(raw, group)
     if not names:
-        raise InventoryError(f"inventory {source} has no hosts in group {group!r}")
+        hint = " (run `dapo-ops sim up` first)" if Path(source).resolve() == SIM_INVENTORY_DIR.resolve() else ""
+        raise InventoryError(f"inventory {source} has no hosts in group {group!r}{hint}")
     hosts = []
     for name in names:
         v = hostvars.get(name, {})
