@@ -265,27 +265,72 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
 # -------------------------------------------------------------------------------- launch, status, logs, stop
 
 
+class StepPrinter:
+    """Launch steps through rich: a spinner with the running step and its elapsed time on a terminal, one line
+    per step start, note and end otherwise (logs, CI); each ending line carries the step's time."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.live = console.is_terminal
+        self.status = None
+        self.started = 0.0
+        self.title = ""
+
+    def __call__(self, kind: str, title: str, text: str | None, seconds: float | None) -> None:
+        import time
+
+        from rich.markup import escape
+
+        if kind == "start":
+            self.title, self.started = title, time.monotonic()
+            if self.live:
+                self.status = self.console.status(escape(title))
+                self.status.start()
+            else:
+                self.console.print(f"[dim]… {escape(title)}[/dim]", highlight=False, soft_wrap=True)
+        elif kind == "note":
+            if self.status is not None:
+                self.status.update(f"{escape(self.title)} — {escape(text or '')}")
+            else:
+                self.console.print(f"[dim]  {escape(text or '')}[/dim]", highlight=False, soft_wrap=True)
+        else:
+            if self.status is not None:
+                self.status.stop()
+                self.status = None
+            mark = "[green]✓[/green]" if kind == "done" else "[red]✗[/red]"
+            detail = f" — {escape(text)}" if text else ""
+            self.console.print(f"{mark} {escape(title)}{detail} [dim]({seconds:.1f} s)[/dim]", highlight=False,
+                               soft_wrap=True)
+
+
 @cli.command()
 @click.argument("job_file", type=click.Path(path_type=Path))
 @click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
 @click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@click.option("--rehearse-only", is_flag=True,
+              help="Bring Ray up, run the rehearsal, tear Ray down again; submit nothing.")
 @click.option("--no-audit", is_flag=True, help="Skip the audit gate.")
 @click.option("--force", is_flag=True, help="Launch even when the audit finds errors.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale cluster lock left by a dead launch first.")
 @json_option
-def launch(job_file: Path, nodes: int, inventory: Path | None, no_audit: bool, force: bool, break_lock: bool,
-           as_json: bool) -> None:
-    """Audit the nodes, lock the cluster, push the rendered files, bring Ray up and submit the DAPO job."""
+def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bool, no_audit: bool, force: bool,
+           break_lock: bool, as_json: bool) -> None:
+    """Audit the nodes, lock the cluster, push the rendered files, bring Ray up, rehearse, submit the DAPO job."""
     from dapo_ops.launch.launch import LaunchOptions, launch as launch_job
+    from dapo_ops.launch.steps import Steps
 
     out = Output(as_json)
     if nodes <= 0:
         raise UsageError("--nodes must be positive")
     spec, manifest, inv = _job_inputs(job_file, inventory)
-    record = launch_job(spec, job_file, inv, manifest, LaunchOptions(nodes, no_audit, force, break_lock),
-                        say=lambda m: out.info(f"[dim]{m}[/dim]"))
-    out.info(f"[green]{record.run_id}[/green]: submitted as {record.submission_id} on {record.head}; follow it with "
-             f"`dapo-ops logs {record.run_id} --follow`")
+    options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only)
+    record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
+    if record.state == "rehearsed":
+        out.info(f"[green]{record.run_id}[/green]: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
+                 "nothing submitted")
+    else:
+        out.info(f"[green]{record.run_id}[/green]: submitted as {record.submission_id} on {record.head}; follow it "
+                 f"with `dapo-ops logs {record.run_id} --follow`")
     out.document(_record_dict(record))
 
 

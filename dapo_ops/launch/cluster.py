@@ -158,6 +158,43 @@ def wait_for_cluster(head: HostSpec, node_dir: str, python: str, nodes: int, npu
         time.sleep(2)
 
 
+class _Lines(io.TextIOBase):
+    """A write-only stream that hands every complete line to a callback (Fabric's out_stream)."""
+
+    def __init__(self, on_line):
+        self.on_line, self.partial = on_line, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.partial += text
+        *lines, self.partial = self.partial.split("\n")
+        for line in lines:
+            self.on_line(line)
+        return len(text)
+
+
+def rehearse(head: HostSpec, node_dir: str, python: str, timeout: float, on_line) -> tuple[int | None, str]:
+    """Run the rehearsal driver on the head, streaming its stdout lines to on_line; (exit code, stderr tail).
+    The exit code is None when the head could not be reached or the deadline passed."""
+    command = (f"cd {shlex.quote(node_dir)} && source ./env.sh && exec timeout {int(timeout)} "
+               f"{shlex.quote(python)} rehearsal_driver.py rehearsal.json")
+    try:
+        conn = connect(head)
+    except DapoError as exc:
+        return None, str(exc)
+    stderr = io.StringIO()
+    try:
+        result = conn.run(f"bash -c {shlex.quote(command)}", out_stream=_Lines(on_line), err_stream=stderr, warn=True,
+                          timeout=timeout + 15, in_stream=False)
+        return result.exited, stderr.getvalue()[-2000:]
+    except Exception as exc:  # CommandTimedOut, a dropped connection: the caller tears the cluster down
+        return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+
+
 def submit(head: HostSpec, node_dir: str, submission_id: str, timeout: float = 120) -> str:
     out = _check(run_on(head, f"DAPO_SUBMISSION_ID={shlex.quote(submission_id)} bash "
                               f"{shlex.quote(node_dir + '/submit.sh')}", timeout=timeout),

@@ -4,9 +4,11 @@ submit the DAPO job, and record the run. Any failure tears down what was started
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dapo_ops.errors import DapoError, UsageError
@@ -15,11 +17,12 @@ from dapo_ops.inventory import Inventory
 from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.job.validate import arithmetic
-from dapo_ops.launch import cluster
+from dapo_ops.launch import cluster, rehearsal
 from dapo_ops.launch.records import RunRecord, new_run_id
+from dapo_ops.launch.steps import Steps
 from dapo_ops.manifest import StackManifest
 
-STEP_TIMEOUTS = {"head": 120, "workers": 120, "cluster": 90, "submit": 120}
+STEP_TIMEOUTS = {"audit": 120, "push": 60, "stop": 60, "head": 120, "workers": 120, "cluster": 90, "submit": 120}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +31,7 @@ class LaunchOptions:
     no_audit: bool = False
     force: bool = False
     break_lock: bool = False
+    rehearse_only: bool = False
 
 
 def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int) -> tuple[JobSpec, list[HostSpec]]:
@@ -43,11 +47,17 @@ def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: in
 
 
 def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
-           say) -> RunRecord:
-    spec, hosts = plan(spec, inventory, manifest, options.nodes)
+           steps: Steps) -> RunRecord:
+    with steps.step("plan") as step:
+        spec, hosts = plan(spec, inventory, manifest, options.nodes)
+        backend = rehearsal.backend_for(hosts[0].vars)
+        step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
+                  f"(head {hosts[0].name}), rehearsal over {backend}")
     head, workers = hosts[0], hosts[1:]
     nodes = pick_nodes(spec, hosts, manifest)
     ray = {n.name: f"{n.env_prefix}/bin/ray" for n in nodes}
+    python = f"{nodes[0].env_prefix}/bin/python"
+    ranks = len(hosts) * spec.cluster.npus_per_node
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=head.name,
                        head_address=head.address, dashboard=f"http://{head.address}:{spec.cluster.dashboard_port}",
@@ -55,64 +65,132 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
     record.mark("created")
 
     if not options.no_audit:
-        say(f"auditing {', '.join(record.nodes)}")
-        report = _audit(hosts, manifest, spec.cluster.npus_per_node)
-        record.stack = {h.host: h.components for h in report.hosts}
-        if report.errors and not options.force:
-            reason = "; ".join(f"{f.host}: {f.message}" for f in report.errors[:5])
-            record.mark("failed", f"audit found {len(report.errors)} error(s): {reason}")
-            raise DapoError(f"audit found {len(report.errors)} error(s) on the chosen nodes (use --force to launch "
-                            f"anyway): {reason}")
-        record.save()
+        with steps.step(f"audit {', '.join(record.nodes)}") as step:
+            try:
+                report = _audit(hosts, manifest, spec.cluster.npus_per_node)
+            except BaseException as exc:
+                record.mark("failed", f"audit: {exc}")
+                raise
+            record.stack = {h.host: h.components for h in report.hosts}
+            record.save()
+            if report.errors and not options.force:
+                reason = "; ".join(f"{f.host}: {f.message}" for f in report.errors[:5])
+                record.mark("failed", f"audit found {len(report.errors)} error(s): {reason}")
+                raise DapoError(f"audit found {len(report.errors)} error(s) on the chosen nodes (use --force to "
+                                f"launch anyway): {reason}")
+            step.done(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
+                      + (" — launching anyway (--force)" if report.errors else ""))
 
-    if options.break_lock:
-        cluster.break_lock(head)
-    holder = cluster.acquire_lock(head, run_id)
-    if holder is not None:
-        record.mark("failed", f"cluster locked by {holder.describe()}")
-        hint = (" — its launch died; rerun with --break-lock" if _stale(holder) else
-                f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
-        raise DapoError(f"{head.name} is locked by {holder.describe()}{hint}")
+    with steps.step(f"lock {head.name}") as step:
+        if options.break_lock:
+            cluster.break_lock(head)
+        holder = cluster.acquire_lock(head, run_id)
+        if holder is not None:
+            record.mark("failed", f"cluster locked by {holder.describe()}")
+            hint = (" — its launch died; rerun with --break-lock" if _stale(holder) else
+                    f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
+            raise DapoError(f"{head.name} is locked by {holder.describe()}{hint}")
+        step.done(f"held by run {run_id}")
     try:
-        files = render(spec, nodes, manifest)
-        write(files, record.directory / "rendered")
-        shutil.copyfile(job_file, record.directory / "job.yaml")
-        secrets = {"WANDB_API_KEY": os.environ["WANDB_API_KEY"]} if "wandb" in spec.trainer.loggers and \
-            os.environ.get("WANDB_API_KEY") else None
-        say("pushing the rendered files")
-        for node in nodes:
-            prefix = f"nodes/{node.name}/"
-            mine = {rel[len(prefix):]: text for rel, text in files.items() if rel.startswith(prefix)}
-            cluster.push_files(next(h for h in hosts if h.name == node.name), record.node_dir, mine, secrets)
+        with steps.step("render and push") as step:
+            files = render(spec, nodes, manifest)
+            write(files, record.directory / "rendered")
+            shutil.copyfile(job_file, record.directory / "job.yaml")
+            files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, nodes, backend), indent=2)
+            files[f"nodes/{head.name}/rehearsal_driver.py"] = rehearsal.DRIVER.read_text()
+            secrets = {"WANDB_API_KEY": os.environ["WANDB_API_KEY"]} if "wandb" in spec.trainer.loggers and \
+                os.environ.get("WANDB_API_KEY") else None
+            _push(hosts, nodes, files, record.node_dir, secrets)
+            step.done(f"{len(files)} files to {record.node_dir}" + (" (secrets.env 0600)" if secrets else ""))
         record.mark("starting")
-        say("stopping Ray leftovers")
-        cluster.ray_stop(hosts, ray)
-        say(f"starting the Ray head on {head.name}")
-        cluster.start_head(head, record.node_dir, STEP_TIMEOUTS["head"])
+        with steps.step("stop Ray leftovers"):
+            cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"])
+        with steps.step(f"start the Ray head on {head.name}"):
+            cluster.start_head(head, record.node_dir, STEP_TIMEOUTS["head"])
         if workers:
-            say(f"starting {len(workers)} Ray worker(s)")
-            cluster.start_workers(workers, record.node_dir, STEP_TIMEOUTS["workers"])
-        say(f"waiting for {len(hosts)} node(s) and {len(hosts) * spec.cluster.npus_per_node} NPU in Ray")
-        seen = cluster.wait_for_cluster(head, record.node_dir, f"{nodes[0].env_prefix}/bin/python",
-                                        len(hosts), spec.cluster.npus_per_node,
-                                        time.monotonic() + STEP_TIMEOUTS["cluster"])
-        record.timestamps["ray_up"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        say(f"Ray is up: {seen['alive']} nodes, {seen['npu']:.0f} NPU")
-        record.submission_id = f"dapo-{run_id}"
-        cluster.submit(head, record.node_dir, record.submission_id, STEP_TIMEOUTS["submit"])
+            with steps.step(f"start {len(workers)} Ray worker(s)"):
+                cluster.start_workers(workers, record.node_dir, STEP_TIMEOUTS["workers"])
+        with steps.step(f"wait for {len(hosts)} node(s) and {ranks} NPU in Ray") as step:
+            seen = cluster.wait_for_cluster(head, record.node_dir, python, len(hosts), spec.cluster.npus_per_node,
+                                            time.monotonic() + STEP_TIMEOUTS["cluster"])
+            record.timestamps["ray_up"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
+        with steps.step(f"rehearse {ranks} ranks ({backend})") as step:
+            result = _rehearse(head, record, python, steps)
+            timings = result.timing_summary()
+            step.done(f"{result.ranks} ranks on {len(result.hosts)} hosts; " + ", ".join(
+                f"{phase} median {t['median'] * 1000:.0f} ms, slowest rank {t['slowest_rank']} "
+                f"({t['max'] * 1000:.0f} ms)" for phase, t in timings.items() if phase != "check"))
+        if options.rehearse_only:
+            with steps.step("tear down (--rehearse-only)"):
+                cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"])
+                cluster.release_lock(head, run_id)
+            record.mark("rehearsed")
+            return record
+        with steps.step("submit the DAPO job") as step:
+            record.submission_id = f"dapo-{run_id}"
+            cluster.submit(head, record.node_dir, record.submission_id, STEP_TIMEOUTS["submit"])
+            step.done(f"submission {record.submission_id}")
         record.mark("running")
         return record
     except BaseException as exc:
         reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        say(f"launch failed ({reason}); tearing down")
-        cluster.ray_stop(hosts, ray, timeout=30)
-        cluster.release_lock(head, run_id)
+        with steps.step("tear down after the failure"):
+            errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=30).items() if e}
+            cluster.release_lock(head, run_id)
+        if errors:
+            reason += " (unreachable during teardown: " + "; ".join(errors) + ")"
         record.mark("failed", reason)
         if isinstance(exc, DapoError):
             raise
         if isinstance(exc, KeyboardInterrupt):
             raise DapoError("launch interrupted; what was started has been torn down") from None
         raise
+
+
+def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secrets) -> None:
+    """Every node's files, in parallel; each node gets only its own (nodes/<name>/...)."""
+    by_name = {h.name: h for h in hosts}
+
+    def push(node):
+        prefix = f"nodes/{node.name}/"
+        mine = {rel[len(prefix):]: text for rel, text in files.items() if rel.startswith(prefix)}
+        try:
+            cluster.push_files(by_name[node.name], node_dir, mine, secrets)
+        except DapoError as exc:
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        errors = [e for e in pool.map(push, nodes) if e]
+    if errors:
+        raise cluster.LaunchError("; ".join(errors))
+
+
+def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> rehearsal.Outcome:
+    events: list[dict] = []
+
+    def on_line(line: str) -> None:
+        event = rehearsal.parse_event(line)
+        if event is None:
+            return
+        events.append(event)
+        if event["event"] == "placed":
+            hosts = ", ".join(f"{n} on {h}" for h, n in sorted(event.get("hosts", {}).items()))
+            steps.note(f"{sum(event.get('hosts', {}).values())} ranks placed ({hosts}) in {event.get('seconds')} s")
+        elif event["event"] == "checked":
+            steps.note("every rank's host, environment and NPU device checked")
+
+    exit_code, stderr = cluster.rehearse(head, record.node_dir, python, rehearsal.Timeouts().total, on_line)
+    result = rehearsal.outcome(events)
+    record.rehearsal = result.as_record()
+    record.save()
+    if not result.ok:
+        if not any(e["event"] == "result" for e in events):
+            tail = " | ".join(stderr.strip().splitlines()[-3:]) or f"exit {exit_code}"
+            raise cluster.LaunchError(f"the rehearsal on {head.name} ended without a result: {tail}")
+        raise cluster.LaunchError(f"rehearsal failed: {result.describe_failure()}")
+    return result
 
 
 def _stale(holder: cluster.Lock) -> bool:
@@ -146,7 +224,8 @@ def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
 
 
 def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
-    if record.state not in ("starting", "running", "succeeded") and "ray_up" not in record.timestamps:
+    if record.state == "rehearsed" or \
+            (record.state not in ("starting", "running", "succeeded") and "ray_up" not in record.timestamps):
         raise UsageError(f"run {record.run_id} is {record.state}" + (f" ({record.reason})" if record.reason else "") +
                          ": it holds no Ray cluster, nothing to stop")
     by_name = {h.name: h for h in inventory.hosts}

@@ -13,7 +13,7 @@ from dapo_ops.errors import UsageError
 from dapo_ops.paths import PROJECT_ROOT
 
 RUNS_DIR = Path(os.environ.get("DAPO_OPS_RUNS_DIR") or PROJECT_ROOT / "runs" / "launch")
-TERMINAL = ("succeeded", "failed", "stopped")
+TERMINAL = ("succeeded", "failed", "stopped", "rehearsed")
 
 
 @dataclass
@@ -25,7 +25,7 @@ class RunRecord:
     head_address: str
     dashboard: str
     node_dir: str                               # the run's directory on every node
-    state: str = "created"                      # created, starting, running, succeeded, failed, stopped
+    state: str = "created"                      # created, starting, running, succeeded, failed, stopped, rehearsed
     reason: str | None = None
     submission_id: str | None = None
     stack: dict = field(default_factory=dict)   # what the audit saw per node

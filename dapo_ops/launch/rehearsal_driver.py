@@ -1,0 +1,347 @@
+"""The launch rehearsal, run on the Ray head as a Ray driver: `python rehearsal_driver.py rehearsal.json`.
+
+This file is pushed to the head with the run's files and runs with the node's Python (the provisioned stack's Ray
+and torch); it imports nothing from dapo-ops. It places one actor per NPU in placement groups shaped like verl's
+resource pool (one STRICT_PACK group per node, one {"NPU": 1} bundle per NPU), checks every actor's host,
+environment and device, then runs an all-reduce across all ranks and an all-to-all inside each Ulysses SP group.
+
+Collective backends:
+  hccl  torch.distributed with torch_npu on the NPU the actor was given (what verl uses on Ascend);
+  gloo  torch.distributed on CPU tensors over GLOO_SOCKET_IFNAME;
+  tcp   no torch at all: every rank opens a socket on GLOO_SOCKET_IFNAME's address and the same exchanges run as
+        point-to-point messages (every pair of ranks talks, so a blocked port or a wrong interface shows up).
+
+It prints one `DAPO-REHEARSAL {json}` line per event and exits 0 when every rank passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+EVENT_PREFIX = "DAPO-REHEARSAL "
+SIOCGIFADDR = 0x8915
+
+
+def emit(event: str, **fields) -> None:
+    print(EVENT_PREFIX + json.dumps({"event": event, "time": time.time(), **fields}, sort_keys=True), flush=True)
+
+
+def interface_address(ifname: str) -> str | None:
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            packed = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", ifname[:15].encode()))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+class Mailbox:
+    """The tcp backend's receiving end: a listening socket whose messages are kept by (tag, sender)."""
+
+    def __init__(self, address: str):
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind((address, 0))
+        self.server.listen(256)
+        self.port = self.server.getsockname()[1]
+        self.messages: dict[tuple[str, int], bytes] = {}
+        self.arrived = threading.Condition()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._receive, args=(conn,), daemon=True).start()
+
+    def _receive(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(60)
+            data = b""
+            while chunk := conn.recv(65536):
+                data += chunk
+        header_length = struct.unpack("!I", data[:4])[0]
+        header = json.loads(data[4:4 + header_length])
+        with self.arrived:
+            self.messages[(header["tag"], header["sender"])] = data[4 + header_length:]
+            self.arrived.notify_all()
+
+    def wait_for(self, tag: str, senders: list[int], deadline: float) -> dict[int, bytes]:
+        with self.arrived:
+            while True:
+                missing = [s for s in senders if (tag, s) not in self.messages]
+                if not missing:
+                    return {s: self.messages.pop((tag, s)) for s in senders}
+                if not self.arrived.wait(timeout=max(0.0, deadline - time.monotonic())) and \
+                        time.monotonic() >= deadline:
+                    raise TimeoutError(f"{tag}: nothing from rank(s) {missing[:8]}")
+
+
+def send(address: tuple[str, int], sender: int, tag: str, payload: bytes, timeout: float) -> None:
+    header = json.dumps({"tag": tag, "sender": sender}).encode()
+    with socket.create_connection(address, timeout=timeout) as conn:
+        conn.sendall(struct.pack("!I", len(header)) + header + payload)
+
+
+def build_actor_class(ray):
+    @ray.remote(num_cpus=0)
+    class Rank:
+        def __init__(self, rank: int, world: int, node: dict, config: dict):
+            self.rank, self.world, self.node, self.config = rank, world, node, config
+            self.mailbox: Mailbox | None = None
+            self.device_index: int | None = None
+            self.timings: dict[str, float] = {}
+
+        def ready(self) -> dict:
+            return {"pid": os.getpid(), "hostname": socket.gethostname(), "node_ip": ray.util.get_node_ip_address()}
+
+        def check(self) -> dict:
+            started = time.monotonic()
+            problems = []
+            node_ip = ray.util.get_node_ip_address()
+            if node_ip != self.node["ip"]:
+                problems.append(f"placed on {node_ip}, expected {self.node['name']} ({self.node['ip']})")
+            for name in self.config["required_env"]:
+                value = os.environ.get(name)
+                if not value:
+                    problems.append(f"{name} is not set (the CANN environment was not sourced)")
+                elif not os.path.isdir(value):
+                    problems.append(f"{name}={value} is not a directory")
+            for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+                value = os.environ.get(name)
+                if value != self.node["nic"]:
+                    problems.append(f"{name}={value!r}, expected {self.node['nic']!r}")
+            nic_address = interface_address(self.node["nic"])
+            if nic_address is None:
+                problems.append(f"interface {self.node['nic']} has no IPv4 address on {socket.gethostname()}")
+            elif nic_address != self.node["ip"]:
+                problems.append(f"interface {self.node['nic']} has {nic_address}, expected {self.node['ip']}")
+            if os.environ.get("HCCL_IF_IP") not in (None, self.node["ip"]):
+                problems.append(f"HCCL_IF_IP={os.environ['HCCL_IF_IP']}, expected {self.node['ip']}")
+            ids = ray.get_runtime_context().get_accelerator_ids().get("NPU", [])
+            device = None
+            if len(ids) != 1:
+                problems.append(f"Ray gave this rank NPU ids {ids}, expected exactly one")
+            else:
+                self.device_index = int(ids[0])
+                visible = [v for v in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+                physical = int(visible[self.device_index]) if self.device_index < len(visible) else self.device_index
+                device = f"/dev/davinci{physical}"
+                if not os.path.exists(device):
+                    problems.append(f"{device} is missing (NPU {physical} not visible on this node)")
+            self.timings["check"] = time.monotonic() - started
+            return {"rank": self.rank, "node_ip": node_ip, "hostname": socket.gethostname(), "device": device,
+                    "pid": os.getpid(), "problems": problems}
+
+        def endpoint(self) -> list:
+            address = interface_address(self.node["nic"]) or self.node["ip"]
+            if self.config["backend"] == "tcp":
+                self.mailbox = Mailbox(address)
+                return [address, self.mailbox.port]
+            with socket.socket() as probe:  # a free port for torch's TCP rendezvous (rank 0's is used)
+                probe.bind((address, 0))
+                return [address, probe.getsockname()[1]]
+
+        def collectives(self, endpoints: list, groups: list[list[int]]) -> dict:
+            deadline = time.monotonic() + self.config["collective_timeout"]
+            group = next(g for g in groups if self.rank in g)
+            if self.config["backend"] == "tcp":
+                self._tcp(endpoints, group, deadline)
+            else:
+                self._torch(endpoints, groups, group)
+            return {"rank": self.rank, "timings": self.timings}
+
+        def _tcp(self, endpoints: list, group: list[int], deadline: float) -> None:
+            peers = [r for r in range(self.world) if r != self.rank]
+            started = time.monotonic()
+            for peer in peers:
+                send(tuple(endpoints[peer]), self.rank, "all_reduce", str(self.rank + 1).encode(), 10)
+            received = self.mailbox.wait_for("all_reduce", peers, deadline)
+            total = self.rank + 1 + sum(int(v) for v in received.values())
+            expected = self.world * (self.world + 1) // 2
+            if total != expected:
+                raise RuntimeError(f"all_reduce summed to {total}, expected {expected}")
+            self.timings["all_reduce"] = time.monotonic() - started
+            started = time.monotonic()
+            mates = [r for r in group if r != self.rank]
+            chunk = self.config["chunk_bytes"]
+            for peer in mates:
+                send(tuple(endpoints[peer]), self.rank, "all_to_all", _chunk(self.rank, peer, chunk), 10)
+            received = self.mailbox.wait_for("all_to_all", mates, deadline)
+            for peer, payload in received.items():
+                if payload != _chunk(peer, self.rank, chunk):
+                    raise RuntimeError(f"all_to_all: the chunk from rank {peer} is corrupt")
+            self.timings["all_to_all"] = time.monotonic() - started
+
+        def _torch(self, endpoints: list, groups: list[list[int]], group: list[int]) -> None:
+            from datetime import timedelta
+
+            import torch
+            import torch.distributed as dist
+
+            backend = self.config["backend"]
+            if backend == "hccl":
+                import torch_npu  # noqa: F401  (registers the npu device and the hccl backend)
+
+                torch.npu.set_device(self.device_index)
+                device = torch.device("npu", self.device_index)
+            else:
+                device = torch.device("cpu")
+            master, port = endpoints[0]
+            started = time.monotonic()
+            dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=self.rank,
+                                    world_size=self.world, timeout=timedelta(seconds=self.config["collective_timeout"]))
+            try:
+                subgroups = [dist.new_group(ranks=g) for g in groups]  # every rank creates every group, in order
+                mine = subgroups[groups.index(group)]
+                self.timings["init"] = time.monotonic() - started
+                started = time.monotonic()
+                values = torch.full((self.config["chunk_bytes"] // 4,), float(self.rank + 1), device=device)
+                dist.all_reduce(values)
+                expected = float(self.world * (self.world + 1) // 2)
+                if float(values[0].item()) != expected:
+                    raise RuntimeError(f"all_reduce gave {values[0].item()}, expected {expected}")
+                self.timings["all_reduce"] = time.monotonic() - started
+                started = time.monotonic()
+                size = len(group)
+                position = group.index(self.rank)
+                outgoing = torch.arange(size, dtype=torch.float32, device=device) + position * size
+                incoming = torch.empty(size, dtype=torch.float32, device=device)
+                dist.all_to_all_single(incoming, outgoing, group=mine)
+                wanted = torch.arange(size, dtype=torch.float32, device=device) * size + position
+                if not torch.equal(incoming, wanted):
+                    raise RuntimeError(f"all_to_all gave {incoming.tolist()}, expected {wanted.tolist()}")
+                self.timings["all_to_all"] = time.monotonic() - started
+            finally:
+                dist.destroy_process_group()
+
+    return Rank
+
+
+def _chunk(sender: int, receiver: int, size: int) -> bytes:
+    seed = f"{sender}->{receiver};".encode()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def rehearse(config: dict) -> bool:
+    import ray
+    from ray.exceptions import GetTimeoutError, RayError
+    from ray.util.placement_group import placement_group, placement_group_table
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    nodes, npus = config["nodes"], config["npus_per_node"]
+    world = len(nodes) * npus
+    started = time.monotonic()
+    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    emit("placing", ranks=world, nodes=len(nodes))
+    ip_to_node = {n["ip"]: n for n in nodes}
+    groups = [placement_group([{"NPU": 1}] * npus, strategy="STRICT_PACK", name=f"dapo-rehearsal-{i}")
+              for i in range(len(nodes))]
+    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=config["placement_timeout"])
+    if len(ready) != len(groups):
+        emit("result", ok=False, failures=[{"phase": "placement", "rank": None, "host": None,
+                                            "error": f"only {len(ready)} of {len(groups)} per-node placement groups "
+                                                     f"of {npus} NPU could be placed in {config['placement_timeout']} s"}])
+        return False
+    node_ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+    placed_on = []
+    for group in groups:
+        node_id = next(iter(placement_group_table(group)["bundles_to_node_id"].values()))
+        placed_on.append(node_ips.get(node_id))
+    if sorted(placed_on, key=str) != sorted(ip_to_node):
+        emit("result", ok=False, failures=[{"phase": "placement", "rank": None, "host": None,
+                                            "error": f"placement groups landed on {placed_on}, expected one on each "
+                                                     f"of {sorted(ip_to_node)}"}])
+        return False
+    by_ip = dict(zip(placed_on, groups))
+    Rank = build_actor_class(ray)
+    actors, where = [], []
+    for node in nodes:  # ranks follow the inventory order: the head's NPUs are ranks 0..n-1
+        for bundle in range(npus):
+            rank = len(actors)
+            strategy = PlacementGroupSchedulingStrategy(placement_group=by_ip[node["ip"]],
+                                                        placement_group_bundle_index=bundle)
+            actors.append(Rank.options(resources={"NPU": 1}, scheduling_strategy=strategy)
+                          .remote(rank, world, node, config))
+            where.append(node)
+
+    def gather(refs, phase: str, timeout: float):
+        """ray.get every rank's answer; the ranks that raised or did not answer in time become failures."""
+        results, failures = [None] * len(refs), []
+        done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        index = {ref: i for i, ref in enumerate(refs)}
+        for ref in done:
+            try:
+                results[index[ref]] = ray.get(ref)
+            except (RayError, GetTimeoutError) as exc:
+                message = str(exc).strip().splitlines()
+                failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
+                                 "error": message[-1] if message else type(exc).__name__})
+        for ref in pending:
+            failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
+                             "error": f"no answer within {timeout:.0f} s"})
+        return results, sorted(failures, key=lambda f: f["rank"])
+
+    ready_at = time.monotonic()
+    answers, failures = gather([a.ready.remote() for a in actors], "placement", config["placement_timeout"])
+    if failures:
+        emit("result", ok=False, failures=failures)
+        return False
+    hosts: dict[str, int] = {}
+    for answer in answers:
+        hosts[answer["hostname"]] = hosts.get(answer["hostname"], 0) + 1
+    emit("placed", ranks=world, hosts=hosts, seconds=round(time.monotonic() - started, 3),
+         actors_seconds=round(time.monotonic() - ready_at, 3))
+
+    checks, failures = gather([a.check.remote() for a in actors], "check", config["check_timeout"])
+    for check in checks:
+        for problem in (check or {}).get("problems", []):
+            failures.append({"phase": "check", "rank": check["rank"], "host": where[check["rank"]]["name"],
+                             "error": problem})
+    if failures:
+        emit("result", ok=False, failures=sorted(failures, key=lambda f: f["rank"]))
+        return False
+    emit("checked", ranks=world, seconds=round(time.monotonic() - started, 3))
+
+    sp = config["sp_size"]
+    sp_groups = [list(range(start, start + sp)) for start in range(0, world, sp)]
+    endpoints, failures = gather([a.endpoint.remote() for a in actors], "collective", config["check_timeout"])
+    if not failures:
+        timings, failures = gather([a.collectives.remote(endpoints, sp_groups) for a in actors], "collective",
+                                   config["collective_timeout"] + 15)
+    if failures:
+        emit("result", ok=False, failures=failures)
+        return False
+    per_rank = [{"rank": c["rank"], "host": where[c["rank"]]["name"], "device": c["device"], "pid": c["pid"],
+                 "timings": {k: round(v, 4) for k, v in t["timings"].items()}} for c, t in zip(checks, timings)]
+    emit("result", ok=True, backend=config["backend"], per_rank=per_rank, sp_groups=len(sp_groups),
+         seconds=round(time.monotonic() - started, 3))
+    return True
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: rehearsal_driver.py rehearsal.json", file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as handle:
+        config = json.load(handle)
+    try:
+        return 0 if rehearse(config) else 1
+    except Exception as exc:  # the controller reads the result event, not a traceback
+        emit("result", ok=False, failures=[{"phase": "driver", "rank": None, "host": None,
+                                            "error": f"{type(exc).__name__}: {exc}"}])
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
