@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,12 +19,17 @@ from dapo_ops.fleet.ssh import HostSpec, connect, run_on
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
 
-PROBE = """import json, ray
-ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-alive = [n for n in ray.nodes() if n["Alive"]]
-print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": ray.cluster_resources().get("NPU", 0),
-                                  "hosts": sorted(n["NodeManagerAddress"] for n in alive)}))
+# Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
+# probe costs a fraction of a second where `import ray` would cost two.
+PROBE = """import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1", timeout=10) as response:
+    nodes = json.load(response)["data"]["result"]["result"]
+alive = [n for n in nodes if n["state"] == "ALIVE"]
+print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_total"].get("NPU", 0) for n in alive),
+                                  "hosts": sorted(n["node_ip"] for n in alive)}))
 """
+# Any Ray process on the node (`ray stop` itself takes a second even when there is none).
+RAY_RUNNING = "pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null"
 
 
 class LaunchError(DapoError):
@@ -99,10 +105,13 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: di
         conn.close()
 
 
-def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60) -> dict[str, str | None]:
+def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60,
+             only_if_running: bool = False) -> dict[str, str | None]:
     """`ray stop --force` on every node in parallel; returns host -> error (None when stopped)."""
     def stop(host):
-        result = run_on(host, f"{shlex.quote(ray[host.name])} stop --force >/dev/null 2>&1; true", timeout=timeout)
+        command = f"{shlex.quote(ray[host.name])} stop --force >/dev/null 2>&1; true"
+        result = run_on(host, f"if {RAY_RUNNING}; then {command}; fi" if only_if_running else command,
+                        timeout=timeout)
         return host.name, result.error
     with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
         return dict(pool.map(stop, hosts))
@@ -113,41 +122,66 @@ def start_head(head: HostSpec, node_dir: str, timeout: float) -> None:
            "starting the Ray head", head.name)
 
 
-def start_workers(workers: list[HostSpec], node_dir: str, timeout: float, attempts: int = 3) -> None:
-    def start(host):
-        last = None
-        for _ in range(attempts):
-            result = run_on(host, f"bash {shlex.quote(node_dir + '/ray-start.sh')}", timeout=timeout + 15)
-            if result.error is None and result.exit_code == 0:
-                return None
-            last = result
+def start_worker(host: HostSpec, node_dir: str, attempt_timeout: float, deadline: float,
+                 attempts: int = 3) -> str | None:
+    """Run the worker's ray-start.sh, retrying a failed connect or start until `attempts` or the deadline;
+    returns the error, or None once the worker joined."""
+    last = None
+    for attempt in range(attempts):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        last = run_on(host, f"bash {shlex.quote(node_dir + '/ray-start.sh')}", timeout=min(remaining, attempt_timeout))
+        if last.error is None and last.exit_code == 0:
+            return None
+        if attempt + 1 < attempts:
             time.sleep(2)
-        try:
-            _check(last, "starting the Ray worker", host.name)
-        except LaunchError as exc:
-            return str(exc)
-        return None
-    with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
-        errors = [e for e in pool.map(start, workers) if e]
-    if errors:
-        raise LaunchError("; ".join(errors))
+    if last is None:
+        return f"starting the Ray worker on {host.name}: no time left before the deadline"
+    try:
+        _check(last, "starting the Ray worker", host.name)
+    except LaunchError as exc:
+        return str(exc)
+    return None
 
 
-def probe(head: HostSpec, node_dir: str, python: str, timeout: float = 60) -> dict:
-    command = (f"source {shlex.quote(node_dir + '/env.sh')} && {shlex.quote(python)} -c {shlex.quote(PROBE)}")
-    out = _check(run_on(head, f"bash -c {shlex.quote(command)}", timeout=timeout), "asking Ray for its nodes", head.name)
+def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_timeout: float,
+                  worker_timeout: float) -> None:
+    """Start the head and, at the same time, the workers: their ray-start.sh waits (bounded) for the head's GCS
+    port before `ray start`, so the workers join as soon as the head can take them. The workers run in daemon
+    threads: a failed head fails the step at once instead of waiting for them. The whole step has head_timeout;
+    one worker attempt (a wait for the head, then `ray start`) has worker_timeout."""
+    deadline = time.monotonic() + head_timeout
+    errors: dict[str, str | None] = {}
+    threads = [threading.Thread(target=lambda w=w: errors.__setitem__(
+        w.name, start_worker(w, node_dir, worker_timeout, deadline)), daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
+    start_head(head, node_dir, head_timeout)
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    failed = [errors.get(w.name, f"starting the Ray worker on {w.name}: no answer before the deadline")
+              for w in workers]
+    failed = [e for e in failed if e]
+    if failed:
+        raise LaunchError("; ".join(failed))
+
+
+def probe(head: HostSpec, python: str, dashboard: str, timeout: float = 30) -> dict:
+    out = _check(run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)}",
+                        timeout=timeout), "asking Ray for its nodes", head.name)
     for line in out.splitlines():
         if line.startswith("DAPO-PROBE "):
             return json.loads(line[len("DAPO-PROBE "):])
     raise LaunchError(f"asking Ray for its nodes on {head.name}: no answer")
 
 
-def wait_for_cluster(head: HostSpec, node_dir: str, python: str, nodes: int, npus: int, deadline: float) -> dict:
+def wait_for_cluster(head: HostSpec, python: str, dashboard: str, nodes: int, npus: int, deadline: float) -> dict:
     """Poll until Ray reports `nodes` alive nodes and `nodes * npus` NPU, or the deadline passes."""
     last: dict = {}
     while True:
         try:
-            last = probe(head, node_dir, python)
+            last = probe(head, python, dashboard)
         except LaunchError as exc:
             last = {"error": str(exc)}
         if last.get("alive") == nodes and last.get("npu") == nodes * npus:
@@ -155,7 +189,7 @@ def wait_for_cluster(head: HostSpec, node_dir: str, python: str, nodes: int, npu
         if time.monotonic() > deadline:
             raise LaunchError(f"Ray reports {last.get('alive', '?')} node(s) and {last.get('npu', '?')} NPU, "
                               f"expected {nodes} and {nodes * npus}: " + json.dumps(last))
-        time.sleep(2)
+        time.sleep(1)
 
 
 class _Lines(io.TextIOBase):

@@ -22,7 +22,9 @@ from dapo_ops.launch.records import RunRecord, new_run_id
 from dapo_ops.launch.steps import Steps
 from dapo_ops.manifest import StackManifest
 
-STEP_TIMEOUTS = {"audit": 120, "push": 60, "stop": 60, "head": 120, "workers": 120, "cluster": 90, "submit": 120}
+# Seconds per step. "head" bounds the whole Ray start (head and workers together); "workers" one worker's attempt
+# (waiting for the head's GCS port, then `ray start`); Ray itself takes ~60 s to declare a lost node dead.
+STEP_TIMEOUTS = {"audit": 120, "stop": 60, "head": 120, "workers": 60, "cluster": 90, "submit": 120}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +106,14 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
             step.done(f"{len(files)} files to {record.node_dir}" + (" (secrets.env 0600)" if secrets else ""))
         record.mark("starting")
         with steps.step("stop Ray leftovers"):
-            cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"])
-        with steps.step(f"start the Ray head on {head.name}"):
-            cluster.start_head(head, record.node_dir, STEP_TIMEOUTS["head"])
-        if workers:
-            with steps.step(f"start {len(workers)} Ray worker(s)"):
-                cluster.start_workers(workers, record.node_dir, STEP_TIMEOUTS["workers"])
+            unreachable = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"],
+                                                             only_if_running=True).items() if e}
+            if unreachable:
+                raise cluster.LaunchError("stopping Ray leftovers: " + "; ".join(unreachable.values()))
+        with steps.step(f"start Ray: the head on {head.name}" + (f", {len(workers)} worker(s)" if workers else "")):
+            cluster.start_cluster(head, workers, record.node_dir, STEP_TIMEOUTS["head"], STEP_TIMEOUTS["workers"])
         with steps.step(f"wait for {len(hosts)} node(s) and {ranks} NPU in Ray") as step:
-            seen = cluster.wait_for_cluster(head, record.node_dir, python, len(hosts), spec.cluster.npus_per_node,
+            seen = cluster.wait_for_cluster(head, python, record.dashboard, len(hosts), spec.cluster.npus_per_node,
                                             time.monotonic() + STEP_TIMEOUTS["cluster"])
             record.timestamps["ray_up"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
@@ -175,7 +177,10 @@ def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> r
         if event is None:
             return
         events.append(event)
-        if event["event"] == "placed":
+        if event["event"] == "reserved":
+            steps.note(f"{event.get('bundles')} one-NPU bundles reserved on {', '.join(event.get('nodes', []))} in "
+                       f"{event.get('seconds')} s; starting the rank actors")
+        elif event["event"] == "placed":
             hosts = ", ".join(f"{n} on {h}" for h, n in sorted(event.get("hosts", {}).items()))
             steps.note(f"{sum(event.get('hosts', {}).values())} ranks placed ({hosts}) in {event.get('seconds')} s")
         elif event["event"] == "checked":
@@ -219,7 +224,8 @@ def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
     from dapo_ops.audit.analyze import analyze
     from dapo_ops.audit.collect import collect
 
-    raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=120, max_workers=32)
+    raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=STEP_TIMEOUTS["audit"],
+                      max_workers=32)
     return analyze(raws, manifest)
 
 

@@ -263,6 +263,8 @@ def rehearse(config: dict) -> bool:
                                             "error": f"placement groups landed on {placed_on}, expected one on each "
                                                      f"of {sorted(ip_to_node)}"}])
         return False
+    emit("reserved", bundles=world, nodes=[ip_to_node[ip]["name"] for ip in placed_on],
+         seconds=round(time.monotonic() - started, 3))
     by_ip = dict(zip(placed_on, groups))
     Rank = build_actor_class(ray)
     actors, where = [], []

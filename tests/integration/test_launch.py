@@ -119,7 +119,7 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
         lines = []
         for line in launch.stdout:
             lines.append(line)
-            if "start the Ray head on node1" in line and not cut:
+            if "start Ray: the head on node1" in line and not cut:
                 subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", "dapo2n", "down"], check=True)
                 cut = True
         launch.wait(timeout=300)

@@ -4,6 +4,7 @@ nothing; hostile strings never execute; the seed's rendered files match the gold
 import copy
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -142,7 +143,10 @@ def hostile_spec(marker: Path, payload: str) -> dict:
 def test_hostile_strings_never_execute(tmp_path, payload):
     """Render with every free-text field hostile, then run the scripts for real against stub ray/python."""
     marker = tmp_path / "pwned"
-    spec = parse_spec(hostile_spec(marker, payload))
+    head_gcs = socket.create_server(("127.0.0.1", 0))  # the worker's script waits for the head's GCS port
+    data = hostile_spec(marker, payload)
+    data["cluster"]["ray_port"] = head_gcs.getsockname()[1]
+    spec = parse_spec(data)
     root = tmp_path / "node"
     (root / "conda" / "envs" / "dapo" / "bin").mkdir(parents=True)
     (root / "src" / "verl").mkdir(parents=True)
@@ -159,7 +163,7 @@ def test_hostile_strings_never_execute(tmp_path, payload):
         path.chmod(0o755)
     layout = {"stack_env_script": str(root / "cann-env.sh"), "stack_conda_prefix": str(root / "conda"),
               "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0"}
-    hosts = [HostSpec(f"n{i}", f"192.0.2.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
+    hosts = [HostSpec(f"n{i}", f"127.0.0.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
     manifest = load_manifest()
     out = tmp_path / "out"
     write(render(spec, pick_nodes(spec, hosts, manifest), manifest), out)
@@ -182,6 +186,7 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     sourced = subprocess.run(["bash", "-c", f"source {out / 'nodes/n1/env.sh'}; printf %s \"$DAPO_TEST_VALUE\""],
                              capture_output=True, text=True, env=env)
     assert sourced.stdout == bad and not marker.exists()
+    head_gcs.close()
 
 
 def test_render_is_byte_identical_and_matches_the_golden_files(tmp_path):

@@ -4,7 +4,14 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
-/opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
-# `ray start` against a head that is not there hangs: bound it.
+# Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
+if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
+  /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
+fi
+# The head may still be starting: wait until its GCS port accepts connections (bash's /dev/tcp), then join.
+# `ray start` against a head that is not there hangs: both are bounded.
+# shellcheck disable=SC2016  # $0 and $1 are the inner bash's arguments
+timeout 120 bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; done' \
+  192.0.2.11 6379
 exec timeout 120 /opt/miniconda3/envs/dapo/bin/ray start --address=192.0.2.11:6379 \
   --node-ip-address=192.0.2.12 --resources='{"NPU": 16}' --disable-usage-stats
