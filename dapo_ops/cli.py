@@ -266,23 +266,20 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
 
 
 class StepPrinter:
-    """Launch steps through rich: a spinner with the running step and its elapsed time on a terminal, one line
-    per step start, note and end otherwise (logs, CI); each ending line carries the step's time."""
+    """Launch steps through rich: a spinner with the running step and its latest note on a terminal, one line per
+    step start, note and end otherwise (logs, CI); each step's closing line carries its time."""
 
     def __init__(self, console: Console):
         self.console = console
         self.live = console.is_terminal
         self.status = None
-        self.started = 0.0
         self.title = ""
 
     def __call__(self, kind: str, title: str, text: str | None, seconds: float | None) -> None:
-        import time
-
         from rich.markup import escape
 
         if kind == "start":
-            self.title, self.started = title, time.monotonic()
+            self.title = title
             if self.live:
                 self.status = self.console.status(escape(title))
                 self.status.start()

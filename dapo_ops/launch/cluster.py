@@ -22,7 +22,8 @@ RUNS_ROOT = "/var/lib/dapo-ops/runs"
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
 # probe costs a fraction of a second where `import ray` would cost two.
 PROBE = """import json, sys, urllib.request
-with urllib.request.urlopen(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1", timeout=10) as response:
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a site's http_proxy
+with direct.open(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1", timeout=10) as response:
     nodes = json.load(response)["data"]["result"]["result"]
 alive = [n for n in nodes if n["state"] == "ALIVE"]
 print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_total"].get("NPU", 0) for n in alive),
@@ -105,13 +106,29 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: di
         conn.close()
 
 
-def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60,
-             only_if_running: bool = False) -> dict[str, str | None]:
-    """`ray stop --force` on every node in parallel; returns host -> error (None when stopped)."""
+def _unmatchable_by_itself(text: str) -> str:
+    """A `pgrep -f` pattern for `text` that does not match the command line carrying it (its first letter in
+    brackets), so the shell running the pkill is spared."""
+    def ere(part: str) -> str:
+        return "".join(f"\\{c}" if c in ".[]()*+?{}|^$\\" else c for c in part)
+    index = next(i for i, c in enumerate(text) if c.isalpha())
+    return ere(text[:index]) + f"[{text[index]}]" + ere(text[index + 1:])
+
+
+def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, only_if_running: bool = False,
+             starters_of: str | None = None) -> dict[str, str | None]:
+    """`ray stop --force` on every node in parallel; returns host -> error (None when stopped). With starters_of (a
+    run's node directory), that run's ray-start.sh and the `ray start` it execs are killed first, so a start still in
+    flight (a worker waiting for its head) cannot bring a raylet up after the stop."""
     def stop(host):
         command = f"{shlex.quote(ray[host.name])} stop --force >/dev/null 2>&1; true"
-        result = run_on(host, f"if {RAY_RUNNING}; then {command}; fi" if only_if_running else command,
-                        timeout=timeout)
+        if only_if_running:
+            command = f"if {RAY_RUNNING}; then {command}; fi"
+        if starters_of:
+            scripts = shlex.quote(_unmatchable_by_itself(f"{starters_of}/ray-start.sh"))
+            starts = shlex.quote(_unmatchable_by_itself(f"{ray[host.name]} start"))
+            command = f"pkill -f -- {scripts}; pkill -f -- {starts}; {command}"
+        result = run_on(host, command, timeout=timeout)
         return host.name, result.error
     with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
         return dict(pool.map(stop, hosts))
@@ -122,18 +139,22 @@ def start_head(head: HostSpec, node_dir: str, timeout: float) -> None:
            "starting the Ray head", head.name)
 
 
-def start_worker(host: HostSpec, node_dir: str, attempt_timeout: float, deadline: float,
+def start_worker(host: HostSpec, node_dir: str, attempt_timeout: float, deadline: float, cancelled: threading.Event,
                  attempts: int = 3) -> str | None:
-    """Run the worker's ray-start.sh, retrying a failed connect or start until `attempts` or the deadline;
-    returns the error, or None once the worker joined."""
+    """Run the worker's ray-start.sh (its wait for the head and its `ray start` bounded to the attempt's time);
+    returns the error, or None once the worker joined. A refused connection or a start that failed is retried;
+    an attempt that timed out is not (its script may still be running on the node)."""
     last = None
     for attempt in range(attempts):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        remaining = min(deadline - time.monotonic(), attempt_timeout)
+        if remaining < 15 or cancelled.is_set():
             break
-        last = run_on(host, f"bash {shlex.quote(node_dir + '/ray-start.sh')}", timeout=min(remaining, attempt_timeout))
+        last = run_on(host, f"DAPO_START_TIMEOUT={int(remaining) - 5} bash {shlex.quote(node_dir + '/ray-start.sh')}",
+                      timeout=remaining)
         if last.error is None and last.exit_code == 0:
             return None
+        if last.error and last.error.startswith("timed out"):
+            break
         if attempt + 1 < attempts:
             time.sleep(2)
     if last is None:
@@ -149,17 +170,23 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
                   worker_timeout: float) -> None:
     """Start the head and, at the same time, the workers: their ray-start.sh waits (bounded) for the head's GCS
     port before `ray start`, so the workers join as soon as the head can take them. The workers run in daemon
-    threads: a failed head fails the step at once instead of waiting for them. The whole step has head_timeout;
-    one worker attempt (a wait for the head, then `ray start`) has worker_timeout."""
+    threads: a failed head fails the step at once, and no worker starts another attempt after that. The whole step
+    has head_timeout; one worker attempt (the wait for the head, then `ray start`) has worker_timeout."""
     deadline = time.monotonic() + head_timeout
+    cancelled = threading.Event()
     errors: dict[str, str | None] = {}
     threads = [threading.Thread(target=lambda w=w: errors.__setitem__(
-        w.name, start_worker(w, node_dir, worker_timeout, deadline)), daemon=True) for w in workers]
+        w.name, start_worker(w, node_dir, worker_timeout, deadline, cancelled)), daemon=True) for w in workers]
     for thread in threads:
         thread.start()
-    start_head(head, node_dir, head_timeout)
+    try:
+        start_head(head, node_dir, head_timeout)
+    except BaseException:
+        cancelled.set()
+        raise
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    cancelled.set()
     failed = [errors.get(w.name, f"starting the Ray worker on {w.name}: no answer before the deadline")
               for w in workers]
     failed = [e for e in failed if e]

@@ -84,9 +84,13 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
                       + (" — launching anyway (--force)" if report.errors else ""))
 
     with steps.step(f"lock {head.name}") as step:
-        if options.break_lock:
-            cluster.break_lock(head)
-        holder = cluster.acquire_lock(head, run_id)
+        try:
+            if options.break_lock:
+                cluster.break_lock(head)
+            holder = cluster.acquire_lock(head, run_id)
+        except BaseException as exc:
+            record.mark("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"cluster lock: {exc}")
+            raise
         if holder is not None:
             record.mark("failed", f"cluster locked by {holder.describe()}")
             hint = (" — its launch died; rerun with --break-lock" if _stale(holder) else
@@ -125,8 +129,11 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
                 f"({t['max'] * 1000:.0f} ms)" for phase, t in timings.items() if phase != "check"))
         if options.rehearse_only:
             with steps.step("tear down (--rehearse-only)"):
-                cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"])
+                errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"]).items() if e}
                 cluster.release_lock(head, run_id)
+                if errors:
+                    raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
+                                              "; ".join(errors.values()))
             record.mark("rehearsed")
             return record
         with steps.step("submit the DAPO job") as step:
@@ -137,12 +144,17 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         return record
     except BaseException as exc:
         reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        with steps.step("tear down after the failure"):
-            errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=30).items() if e}
+        record.mark("failed", reason)  # first: a second Ctrl-C during the teardown still leaves a true record
+        errors: dict[str, str | None] = {}
+        try:
+            with steps.step("tear down after the failure"):
+                errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=30,
+                                                            starters_of=record.node_dir).items() if e}
+        finally:
             cluster.release_lock(head, run_id)
         if errors:
-            reason += " (unreachable during teardown: " + "; ".join(errors) + ")"
-        record.mark("failed", reason)
+            record.mark("failed", reason + " (Ray not stopped on: " + "; ".join(errors.values()) + "; "
+                        f"`dapo-ops stop {run_id}` retries)")
         if isinstance(exc, DapoError):
             raise
         if isinstance(exc, KeyboardInterrupt):
@@ -230,8 +242,7 @@ def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
 
 
 def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
-    if record.state == "rehearsed" or \
-            (record.state not in ("starting", "running", "succeeded") and "ray_up" not in record.timestamps):
+    if "starting" not in record.timestamps:  # the launch never got as far as touching Ray
         raise UsageError(f"run {record.run_id} is {record.state}" + (f" ({record.reason})" if record.reason else "") +
                          ": it holds no Ray cluster, nothing to stop")
     by_name = {h.name: h for h in inventory.hosts}
@@ -247,8 +258,8 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
-    errors = {h: e for h, e in cluster.ray_stop(hosts, ray).items() if e}
+    errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
     cluster.release_lock(head, record.run_id)
-    if record.state not in ("failed",):
+    if record.state not in ("failed", "rehearsed"):
         record.mark("stopped", f"ray not stopped on: {errors}" if errors else None)
     return record

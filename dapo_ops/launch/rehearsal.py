@@ -28,7 +28,9 @@ class Timeouts:
 
     @property
     def total(self) -> float:
-        return self.placement + self.check * 2 + self.collective + 60
+        """The driver's worst case: two placement waits (groups, actors), two checks (environment, endpoints), the
+        collectives and their grace, plus Ray's start-up."""
+        return self.placement * 2 + self.check * 2 + self.collective + 15 + 60
 
 
 def backend_for(host_vars: dict) -> str:

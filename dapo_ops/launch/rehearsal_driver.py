@@ -65,13 +65,17 @@ class Mailbox:
             threading.Thread(target=self._receive, args=(conn,), daemon=True).start()
 
     def _receive(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(60)
-            data = b""
-            while chunk := conn.recv(65536):
-                data += chunk
-        header_length = struct.unpack("!I", data[:4])[0]
-        header = json.loads(data[4:4 + header_length])
+        chunks = []
+        try:
+            with conn:
+                conn.settimeout(60)
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            data = b"".join(chunks)
+            header_length = struct.unpack("!I", data[:4])[0]
+            header = json.loads(data[4:4 + header_length])
+        except (OSError, ValueError, struct.error):
+            return  # a broken message: its sender shows up as missing in wait_for
         with self.arrived:
             self.messages[(header["tag"], header["sender"])] = data[4 + header_length:]
             self.arrived.notify_all()
@@ -91,6 +95,27 @@ def send(address: tuple[str, int], sender: int, tag: str, payload: bytes, timeou
     header = json.dumps({"tag": tag, "sender": sender}).encode()
     with socket.create_connection(address, timeout=timeout) as conn:
         conn.sendall(struct.pack("!I", len(header)) + header + payload)
+
+
+def send_all(messages: dict[int, bytes], endpoints: list, sender: int, tag: str, deadline: float) -> None:
+    """Send every peer its message at once (one blocked peer must not eat the others' time); raise naming every
+    peer that could not be reached."""
+    errors: dict[int, str] = {}
+
+    def one(peer: int) -> None:
+        try:
+            send(tuple(endpoints[peer]), sender, tag, messages[peer],
+                 timeout=max(0.5, min(10.0, deadline - time.monotonic())))
+        except OSError as exc:
+            errors[peer] = f"{exc.strerror or exc}"
+    threads = [threading.Thread(target=one, args=(peer,), daemon=True) for peer in messages]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise ConnectionError("; ".join(f"cannot reach rank {peer} at {endpoints[peer][0]}:{endpoints[peer][1]} "
+                                        f"({error})" for peer, error in sorted(errors.items())))
 
 
 def build_actor_class(ray):
@@ -128,14 +153,16 @@ def build_actor_class(ray):
                 problems.append(f"interface {self.node['nic']} has {nic_address}, expected {self.node['ip']}")
             if os.environ.get("HCCL_IF_IP") not in (None, self.node["ip"]):
                 problems.append(f"HCCL_IF_IP={os.environ['HCCL_IF_IP']}, expected {self.node['ip']}")
-            ids = ray.get_runtime_context().get_accelerator_ids().get("NPU", [])
+            ids = [str(i) for i in ray.get_runtime_context().get_accelerator_ids().get("NPU", [])]
             device = None
             if len(ids) != 1:
                 problems.append(f"Ray gave this rank NPU ids {ids}, expected exactly one")
             else:
-                self.device_index = int(ids[0])
-                visible = [v for v in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
-                physical = int(visible[self.device_index]) if self.device_index < len(visible) else self.device_index
+                # Ray's ids are the node's device ids; torch_npu counts within ASCEND_RT_VISIBLE_DEVICES, which is the
+                # whole list (RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES) or just this id (Ray set it).
+                physical = int(ids[0])
+                visible = [v.strip() for v in os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+                self.device_index = visible.index(ids[0]) if ids[0] in visible else physical
                 device = f"/dev/davinci{physical}"
                 if not os.path.exists(device):
                     problems.append(f"{device} is missing (NPU {physical} not visible on this node)")
@@ -164,8 +191,8 @@ def build_actor_class(ray):
         def _tcp(self, endpoints: list, group: list[int], deadline: float) -> None:
             peers = [r for r in range(self.world) if r != self.rank]
             started = time.monotonic()
-            for peer in peers:
-                send(tuple(endpoints[peer]), self.rank, "all_reduce", str(self.rank + 1).encode(), 10)
+            send_all({peer: str(self.rank + 1).encode() for peer in peers}, endpoints, self.rank, "all_reduce",
+                     deadline)
             received = self.mailbox.wait_for("all_reduce", peers, deadline)
             total = self.rank + 1 + sum(int(v) for v in received.values())
             expected = self.world * (self.world + 1) // 2
@@ -175,8 +202,8 @@ def build_actor_class(ray):
             started = time.monotonic()
             mates = [r for r in group if r != self.rank]
             chunk = self.config["chunk_bytes"]
-            for peer in mates:
-                send(tuple(endpoints[peer]), self.rank, "all_to_all", _chunk(self.rank, peer, chunk), 10)
+            send_all({peer: _chunk(self.rank, peer, chunk) for peer in mates}, endpoints, self.rank, "all_to_all",
+                     deadline)
             received = self.mailbox.wait_for("all_to_all", mates, deadline)
             for peer, payload in received.items():
                 if payload != _chunk(peer, self.rank, chunk):
@@ -190,6 +217,10 @@ def build_actor_class(ray):
             import torch.distributed as dist
 
             backend = self.config["backend"]
+            for name in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
+                # the job's own values (an hour) would outlast the rehearsal's deadline: a hang must fail in time
+                bound = int(self.config["collective_timeout"])
+                os.environ[name] = str(min(int(os.environ.get(name) or bound), bound))
             if backend == "hccl":
                 import torch_npu  # noqa: F401  (registers the npu device and the hccl backend)
 
@@ -226,6 +257,14 @@ def build_actor_class(ray):
                 dist.destroy_process_group()
 
     return Rank
+
+
+def by_cause(failures: list[dict]) -> list[dict]:
+    """Failures in rank order, the ones that say what broke before those that only waited for another rank."""
+    def waited(failure: dict) -> bool:
+        error = failure["error"]
+        return error.startswith("no answer within") or "nothing from rank" in error or "imeout" in error
+    return sorted(failures, key=lambda f: (waited(f), f["rank"] if f["rank"] is not None else -1))
 
 
 def _chunk(sender: int, receiver: int, size: int) -> bytes:
@@ -292,7 +331,7 @@ def rehearse(config: dict) -> bool:
         for ref in pending:
             failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
                              "error": f"no answer within {timeout:.0f} s"})
-        return results, sorted(failures, key=lambda f: f["rank"])
+        return results, by_cause(failures)
 
     ready_at = time.monotonic()
     answers, failures = gather([a.ready.remote() for a in actors], "placement", config["placement_timeout"])
@@ -311,7 +350,7 @@ def rehearse(config: dict) -> bool:
             failures.append({"phase": "check", "rank": check["rank"], "host": where[check["rank"]]["name"],
                              "error": problem})
     if failures:
-        emit("result", ok=False, failures=sorted(failures, key=lambda f: f["rank"]))
+        emit("result", ok=False, failures=by_cause(failures))
         return False
     emit("checked", ranks=world, seconds=round(time.monotonic() - started, 3))
 

@@ -3,6 +3,7 @@ status, logs, stop; the cluster lock; --rehearse-only; a rehearsal that finds a 
 network is cut during bring-up; a launch asking for more nodes than the inventory has."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ def cli(*args, timeout=600):
 
 def assert_torn_down(fleet):
     assert all(ray_processes(h) == "" for h in fleet.values())
+    starters = "ps -eo args | grep -E '[r]ay-start[.]sh|bin/[r]ay start' || true"
+    assert all(sh(h, starters).stdout.strip() == "" for h in fleet.values())
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
@@ -136,3 +139,21 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
     assert_torn_down(fleet)
     failed = json.loads(cli("runs", "--json").stdout)[-1]
     assert failed["state"] == "failed" and "node2" in failed["reason"] and "ray_up" not in failed["timestamps"]
+
+
+def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
+    launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
+                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in launch.stdout:
+        lines.append(line)
+        if "start Ray: the head on node1" in line:
+            time.sleep(3)  # the head is starting and the worker waits for it
+            launch.send_signal(signal.SIGINT)
+    launch.wait(timeout=120)
+    output = "".join(lines)
+    assert launch.returncode == 1 and "launch interrupted; what was started has been torn down" in lines[-1], output
+    assert "tear down after the failure" in output
+    assert_torn_down(fleet)
+    failed = json.loads(cli("runs", "--json").stdout)[-1]
+    assert failed["state"] == "failed" and failed["reason"] == "interrupted"

@@ -110,3 +110,105 @@ def test_the_tcp_mailbox_collects_messages_by_tag_and_sender():
 def test_interface_address_of_loopback_and_of_a_missing_interface():
     assert rehearsal_driver.interface_address("lo") == "127.0.0.1"
     assert rehearsal_driver.interface_address("no-such-if0") is None
+
+
+@pytest.mark.parametrize("text, own_line, target", [
+    ("/var/lib/dapo-ops/runs/job-1/ray-start.sh", "pkill -f -- {p}", "bash /var/lib/dapo-ops/runs/job-1/ray-start.sh"),
+    ("/opt/conda/envs/dapo+x/bin/ray start", "pkill -f -- {p}; ray stop",
+     "/opt/conda/envs/dapo+x/bin/python3.11 /opt/conda/envs/dapo+x/bin/ray start --address=10.0.0.1:6379"),
+])
+def test_kill_patterns_match_the_starters_but_not_the_shell_that_kills(text, own_line, target):
+    import subprocess
+
+    from dapo_ops.launch.cluster import _unmatchable_by_itself
+
+    pattern = _unmatchable_by_itself(text)
+    lines = "\n".join([own_line.format(p=pattern), target, target.replace("ray", "rey")]) + "\n"
+    grep = subprocess.run(["grep", "-E", "--", pattern], input=lines, capture_output=True, text=True)
+    assert grep.stdout == target + "\n"
+
+
+class StandInRay:
+    """Just what the rank actor touches: the decorator, the node address and the accelerator ids."""
+
+    def __init__(self):
+        self.npu_ids = ["0"]
+        self.util = type("util", (), {"get_node_ip_address": staticmethod(lambda: "127.0.0.1")})
+
+    def remote(self, **_):
+        return lambda cls: cls
+
+    def get_runtime_context(self):
+        ids = self.npu_ids
+        return type("context", (), {"get_accelerator_ids": staticmethod(lambda: {"NPU": ids})})
+
+
+def ranks(world, tmp_path, monkeypatch, backend="tcp"):
+    monkeypatch.setenv("DAPO_TEST_CANN", str(tmp_path))
+    for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        monkeypatch.setenv(name, "lo")
+    monkeypatch.delenv("HCCL_IF_IP", raising=False)
+    ray = StandInRay()
+    node = {"name": "node1", "ip": "127.0.0.1", "nic": "lo"}
+    config = {"backend": backend, "required_env": ["DAPO_TEST_CANN"], "chunk_bytes": 4096, "collective_timeout": 10}
+    rank_class = rehearsal_driver.build_actor_class(ray)
+    return ray, [rank_class(rank, world, node, config) for rank in range(world)]
+
+
+def run_collectives(actors, endpoints, groups):
+    results, errors = {}, {}
+
+    def one(actor):
+        try:
+            results[actor.rank] = actor.collectives(endpoints, groups)
+        except Exception as exc:  # noqa: BLE001 — what a rank raised is what the driver reports
+            errors[actor.rank] = str(exc)
+    threads = [threading.Thread(target=one, args=(a,)) for a in actors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results, errors
+
+
+def test_a_rank_reports_each_problem_of_its_host_environment_and_device(tmp_path, monkeypatch):
+    ray, [actor] = ranks(1, tmp_path, monkeypatch)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth9")
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "4,5,6,7")
+    monkeypatch.delenv("DAPO_TEST_CANN")
+    ray.npu_ids = ["6"]
+    check = actor.check()
+    assert actor.device_index == 2 and check["device"] == "/dev/davinci6"
+    assert check["problems"][0] == "DAPO_TEST_CANN is not set (the CANN environment was not sourced)"
+    assert "GLOO_SOCKET_IFNAME='eth9', expected 'lo'" in check["problems"]
+    assert check["problems"][-1] == "/dev/davinci6 is missing (NPU 6 not visible on this node)"
+    ray.npu_ids = []
+    assert "Ray gave this rank NPU ids [], expected exactly one" in actor.check()["problems"]
+
+
+def test_tcp_all_reduce_and_sp_all_to_all_between_four_ranks(tmp_path, monkeypatch):
+    _, actors = ranks(4, tmp_path, monkeypatch)
+    endpoints = [a.endpoint() for a in actors]
+    results, errors = run_collectives(actors, endpoints, [[0, 1], [2, 3]])
+    assert errors == {}
+    assert sorted(results) == [0, 1, 2, 3]
+    assert all(set(r["timings"]) == {"all_reduce", "all_to_all"} for r in results.values())
+
+
+def test_an_unreachable_rank_is_named_by_the_ranks_that_cannot_reach_it(tmp_path, monkeypatch):
+    _, actors = ranks(3, tmp_path, monkeypatch)
+    endpoints = [a.endpoint() for a in actors]
+    actors[2].mailbox.server.close()  # rank 2's port stops answering
+    results, errors = run_collectives(actors[:2], endpoints, [[0, 1, 2]])
+    assert results == {}
+    port = endpoints[2][1]
+    assert errors == {0: f"cannot reach rank 2 at 127.0.0.1:{port} (Connection refused)",
+                      1: f"cannot reach rank 2 at 127.0.0.1:{port} (Connection refused)"}
+
+
+def test_failures_that_say_what_broke_come_before_those_that_only_waited():
+    failures = [{"phase": "collective", "rank": 0, "host": "n1", "error": "no answer within 135 s"},
+                {"phase": "collective", "rank": 9, "host": "n2", "error": "ConnectionError: cannot reach rank 3"},
+                {"phase": "collective", "rank": 1, "host": "n1", "error": "TimeoutError: all_reduce: nothing from "
+                                                                         "rank(s) [9]"}]
+    assert [f["rank"] for f in rehearsal_driver.by_cause(failures)] == [9, 0, 1]

@@ -9,9 +9,11 @@ if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscal
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
 fi
 # The head may still be starting: wait until its GCS port accepts connections (bash's /dev/tcp), then join.
-# `ray start` against a head that is not there hangs: both are bounded.
+# `ray start` against a head that is not there hangs: the wait and the start share one budget of seconds.
+budget=${DAPO_START_TIMEOUT:-120}
 # shellcheck disable=SC2016  # $0 and $1 are the inner bash's arguments
-timeout 120 bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; done' \
-  192.0.2.11 6379
-exec timeout 120 /opt/miniconda3/envs/dapo/bin/ray start --address=192.0.2.11:6379 \
+timeout "$budget" bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; done' \
+  192.0.2.11 6379 ||
+  { printf 'the Ray head at %s did not accept connections within %s s\n' 192.0.2.11:6379 "$budget" >&2; exit 1; }
+exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" /opt/miniconda3/envs/dapo/bin/ray start --address=192.0.2.11:6379 \
   --node-ip-address=192.0.2.12 --resources='{"NPU": 16}' --disable-usage-stats
