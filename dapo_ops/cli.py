@@ -416,12 +416,15 @@ def runs(as_json: bool) -> None:
     from rich import box
 
     table = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column("state", no_wrap=True)
-    table.add_column("run", no_wrap=True)
-    table.add_column("nodes", no_wrap=True)
-    table.add_column("reason", overflow="fold")
-    for r in records:
-        table.add_row(r.state, r.run_id, ",".join(r.nodes), r.reason or "")
+    rows = [(r.state, r.run_id, ",".join(r.nodes), r.reason or "") for r in records]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    for index, name in enumerate(("state", "run", "nodes")):  # never shortened: the reason gives way
+        table.add_column(name, no_wrap=True, min_width=max(widths[index], len(name)))
+    # what is left of the line (rich drops no_wrap columns that do not fit); `runs --json` has the whole reason
+    left = out.console.width - sum(max(w, 5) for w in widths) - 4 * 2 - 2
+    table.add_column("reason", no_wrap=True, overflow="ellipsis", max_width=max(left, 6))
+    for row in rows:
+        table.add_row(*row)
     if not as_json:
         out.console.print(table)
     out.document([_record_dict(r) for r in records])

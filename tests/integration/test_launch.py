@@ -3,6 +3,7 @@ status, logs, stop; the cluster lock; --rehearse-only; a rehearsal that finds a 
 network is cut during bring-up; a launch asking for more nodes than the inventory has."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -36,6 +37,19 @@ def ray_processes(host):
     return sh(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server' || true").stdout.strip()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def runs_dir(tmp_path_factory):
+    """This module's run records go to a temporary directory, not the checkout's runs/."""
+    path = tmp_path_factory.mktemp("runs")
+    previous = os.environ.get("DAPO_OPS_RUNS_DIR")
+    os.environ["DAPO_OPS_RUNS_DIR"] = str(path)
+    yield path
+    if previous is None:
+        del os.environ["DAPO_OPS_RUNS_DIR"]
+    else:
+        os.environ["DAPO_OPS_RUNS_DIR"] = previous
+
+
 @pytest.fixture(scope="module")
 def fleet(sim):
     sim.down()
@@ -52,7 +66,7 @@ def test_more_nodes_than_the_inventory_is_refused_before_any_change(fleet):
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
-def test_launch_status_logs_stop(fleet):
+def test_launch_status_logs_stop(fleet, runs_dir):
     launched = cli("launch", JOB, "--nodes", "2", "--json")
     assert launched.returncode == 0, launched.stderr
     record = json.loads(launched.stdout)
@@ -84,7 +98,7 @@ def test_launch_status_logs_stop(fleet):
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
     runs = json.loads(cli("runs", "--json").stdout)
     assert next(r for r in runs if r["run_id"] == run_id)["state"] == "stopped"
-    rendered = PROJECT_ROOT / "runs" / "launch" / run_id
+    rendered = runs_dir / run_id
     assert (rendered / "job.yaml").exists() and (rendered / "rendered" / "nodes" / "node1" / "submit.sh").exists()
 
 
