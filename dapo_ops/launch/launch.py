@@ -71,7 +71,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
             try:
                 report = _audit(hosts, manifest, spec.cluster.npus_per_node)
             except BaseException as exc:
-                record.mark("failed", f"audit: {exc}")
+                record.mark("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"audit: {exc}")
                 raise
             record.stack = {h.host: h.components for h in report.hosts}
             record.save()
