@@ -20,6 +20,9 @@ from dapo_ops.paths import PROJECT_ROOT
 
 TEMPLATES = PROJECT_ROOT / "templates"
 WORKER_START_TIMEOUT = 120
+# `pgrep -f` pattern for any Ray process on a node (raylet, GCS, dashboard, monitors, workers); a bracketed first
+# letter keeps it from matching the command line that carries it.
+RAY_PROCESS_PATTERN = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> d
         "head_address": f"{head.ip}:{spec.cluster.ray_port}",
         "dashboard_address": f"http://{head.ip}:{spec.cluster.dashboard_port}",
         "worker_start_timeout": WORKER_START_TIMEOUT,
+        "ray_process_pattern": RAY_PROCESS_PATTERN,
     }
     files: dict[str, str] = {}
     for node in nodes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, connect, run_on
+from dapo_ops.job.render import RAY_PROCESS_PATTERN
 
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
@@ -30,7 +31,7 @@ print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_t
                                   "hosts": sorted(n["node_ip"] for n in alive)}))
 """
 # Any Ray process on the node (`ray stop` itself takes a second even when there is none).
-RAY_RUNNING = "pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null"
+RAY_RUNNING = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
 
 
 class LaunchError(DapoError):
