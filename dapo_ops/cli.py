@@ -57,7 +57,8 @@ def sim() -> None:
 
 @sim.command("up")
 @click.option("--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
-@click.option("--npus-per-node", type=int, default=16, show_default=True, help="NPUs on each node.")
+@click.option("--npus-per-node", type=int, default=16, show_default=True,
+              help="NPUs on each node: 8 models an Atlas 800T A2, 16 an Atlas 200T A2 Box16.")
 @click.option("--fault", "faults", multiple=True, metavar="SPEC",
               help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-ops sim faults`).")
 @click.option("--provisioned", is_flag=True, help="Start every node with the pinned HDK and CANN installed.")
@@ -124,12 +125,16 @@ def _print_sim_status(out: Output, status: dict) -> None:
     if not status.get("nodes"):
         out.info("no simulated fleet is up")
         return
-    table = Table(title=f"simulated fleet — mirror {status['mirror']['url']}")
-    for column in ("node", "address", "namespace", "sshd"):
+    from dapo_ops.sim.hwmodel import product_name
+
+    npus = (status.get("spec") or {}).get("npus_per_node")
+    kind = f"{npus} NPU per node ({product_name(npus)}), " if npus else ""
+    table = Table(title=f"simulated fleet — {kind}mirror {status['mirror']['url']}")
+    for column in ("node", "address", "training network", "namespace", "sshd"):
         table.add_column(column)
     for node in status["nodes"]:
         ok = "[green]up[/green]" if node["sshd"] else "[red]down[/red]"
-        table.add_row(node["name"], node["ip"], node["netns"], ok)
+        table.add_row(node["name"], node["ip"], f"{node.get('data_nic')} {node.get('data_ip')}", node["netns"], ok)
     out.console.print(table)
 
 
@@ -191,28 +196,40 @@ def _job_inputs(job_file: Path, inventory: Path | None):
     return spec, manifest, inv
 
 
+def _placed_job(job_file: Path, inventory: Path | None):
+    """The spec placed on its inventory hosts (nodes and NPUs per node from the inventory), the manifest, the hosts."""
+    from dapo_ops.job.placement import place
+
+    spec, manifest, inv = _job_inputs(job_file, inventory)
+    spec, hosts = place(spec, list(inv.hosts))
+    return spec, manifest, hosts
+
+
 @cli.command()
 @click.argument("job_file", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Directory for the files (default: runs/render/<job>).")
 @click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
 @json_option
 def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
-    """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input)."""
+    """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
+
+    Each node's HCCL NIC address comes from the inventory's dapo_hccl_ip, else from the node (over SSH)."""
+    from dapo_ops.fleet.nic import read_addresses
     from dapo_ops.job.render import pick_nodes, render as render_files, write
+    from dapo_ops.job.validate import arithmetic
     from dapo_ops.paths import PROJECT_ROOT
 
-    from dapo_ops.job.validate import arithmetic
-
     out = Output(as_json)
-    spec, manifest, inv = _job_inputs(job_file, inventory)
-    nodes = pick_nodes(spec, list(inv.hosts), manifest)
-    problems = arithmetic(spec, [int(h.vars.get("npus_per_node") or 0) for h in inv.hosts], manifest)
+    spec, manifest, hosts = _placed_job(job_file, inventory)
+    problems = arithmetic(spec, manifest)
     if problems:
         raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    nodes = pick_nodes(hosts, manifest, read_addresses(hosts))
     files = render_files(spec, nodes, manifest)
     target = output or PROJECT_ROOT / "runs" / "render" / spec.name
     write(files, target)
-    out.info(f"rendered {len(files)} file(s) for {spec.name} into {target}")
+    out.info(f"rendered {len(files)} file(s) for {spec.name} ({spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU) "
+             f"into {target}")
     out.document({"output": str(target), "files": sorted(files)})
 
 
@@ -229,37 +246,29 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
     """Check a job offline: verl's real config with the overrides, the arithmetic, an HBM estimate."""
     import tempfile
 
-    from dapo_ops.job.render import pick_nodes
     from dapo_ops.job.validate import config_sources, recipe_from_head as head_recipe, validate as validate_job
 
     out = Output(as_json)
     if verl_checkout and recipe_from_head:
         raise UsageError("--verl-checkout and --recipe-from-head are two sources for the same files: pick one")
-    spec, manifest, inv = _job_inputs(job_file, inventory)
-    inventory_npus = []
-    for host in inv.hosts:
-        try:
-            inventory_npus.append(int(host.vars.get("npus_per_node")))
-        except (TypeError, ValueError):
-            raise UsageError(f"{host.name} has no npus_per_node in the inventory") from None
+    spec, manifest, hosts = _placed_job(job_file, inventory)
     with tempfile.TemporaryDirectory(prefix="dapo-ops-recipe-") as workdir:
         if recipe_from_head:
-            head_name = pick_nodes(spec, list(inv.hosts), manifest)[0].name
-            head = next(h for h in inv.hosts if h.name == head_name)
-            sources = head_recipe(head, manifest, Path(workdir))
+            sources = head_recipe(hosts[0], manifest, Path(workdir))
         else:
             sources = config_sources(verl_checkout, manifest)
-        result = validate_job(spec, manifest, inventory_npus, sources)
+        result = validate_job(spec, manifest, sources)
     hbm = result.hbm
     out.info(f"HBM per NPU (estimate): actor {hbm['actor_gib']:.1f} GiB, reference {hbm['reference_gib']:.1f} GiB, "
              f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "
              f"cache for {hbm['rollout_full_sequences']:.1f} full-length sequences) of {hbm['hbm_gib']:.0f} GiB")
     for warning in result.warnings:
         out.info(f"[yellow]warning:[/yellow] {warning}")
-    out.document({"job": spec.name, "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
+    out.document({"job": spec.name, "nodes": spec.cluster.nodes, "npus_per_node": spec.cluster.npus_per_node,
+                  "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
     if result.errors:
         raise UsageError(result.errors[0] + (f" (and {len(result.errors) - 1} more)" if len(result.errors) > 1 else ""))
-    out.info(f"[green]{spec.name}: valid[/green]")
+    out.info(f"[green]{spec.name}: valid on {spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU[/green]")
 
 
 # -------------------------------------------------------------------------------- launch, status, logs, stop

@@ -15,6 +15,24 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.paths import SIM_INVENTORY_DIR
 
 DEFAULT_GROUP = "npu_nodes"
+NPUS_VAR = "npus_per_node"
+
+
+def host_npus(host: HostSpec) -> int:
+    """The host's `npus_per_node`, parsed once, with the host and variable named when it is missing or wrong."""
+    value = host.vars.get(NPUS_VAR)
+    if value is None or value == "":
+        raise InventoryError(f"{host.name} has no {NPUS_VAR} in the inventory (8 on an Atlas 800T A2, 16 on a "
+                             "Box16)")
+    if isinstance(value, bool):
+        raise InventoryError(f"{host.name}: {NPUS_VAR} is {value!r}, not a whole number")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise InventoryError(f"{host.name}: {NPUS_VAR} is {value!r}, not a whole number") from None
+    if number <= 0:
+        raise InventoryError(f"{host.name}: {NPUS_VAR} is {number}; it must be positive")
+    return number
 
 
 @dataclass(frozen=True)

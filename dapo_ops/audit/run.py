@@ -14,8 +14,8 @@ from dapo_ops.audit import collect as collect_mod
 from dapo_ops.audit.analyze import AuditReport, Thresholds, analyze
 from dapo_ops.audit.fact import all_facts
 from dapo_ops.audit.report import print_report, prometheus_text, write_atomically
-from dapo_ops.errors import InventoryError, UsageError
-from dapo_ops.inventory import load_inventory
+from dapo_ops.errors import UsageError
+from dapo_ops.inventory import host_npus, load_inventory
 from dapo_ops.manifest import load_manifest
 
 
@@ -53,13 +53,7 @@ def run(out, *, inventory, limit, from_bundle, bundle_out, timeout, connect_time
         hosts = list(inv.hosts)
         if connect_timeout:
             hosts = [dataclasses.replace(h, connect_timeout=connect_timeout) for h in hosts]
-        npus = {}
-        for host in hosts:
-            value = npus_per_node or host.vars.get("npus_per_node")
-            try:
-                npus[host.name] = int(value)
-            except (TypeError, ValueError):
-                raise InventoryError(f"{host.name} has no npus_per_node in the inventory (or pass --npus-per-node)") from None
+        npus = {host.name: npus_per_node or host_npus(host) for host in hosts}
         with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True,
                       disable=out.as_json or not Console(stderr=True).is_terminal) as progress:

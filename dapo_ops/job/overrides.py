@@ -28,6 +28,13 @@ def hydra_value(value) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def checkpoint_dir(spec: JobSpec) -> str:
+    """trainer.default_local_dir: verl's default is relative (checkpoints/<project>/<experiment>), i.e. inside the
+    verl checkout of whichever node writes; an absolute path per job instead."""
+    t = spec.trainer
+    return f"{t.checkpoint_dir}/{t.project_name}/{t.experiment_name}"
+
+
 def reward_overrides(spec: JobSpec, verl_version: str, reward_keys_moved_in: str) -> list[tuple[str, object]]:
     """verl moved the reward settings to `reward.*` (shared/reference/verl.md §1.4); the manifest says when."""
     buffer = spec.algorithm.overlong_buffer
@@ -100,6 +107,7 @@ def override_pairs(spec: JobSpec, verl_version: str, rules: dict) -> list[tuple[
         ("trainer.nnodes", spec.cluster.nodes), ("trainer.val_before_train", t.val_before_train),
         ("trainer.test_freq", t.test_freq), ("trainer.save_freq", t.save_freq),
         ("trainer.total_epochs", t.total_epochs), ("trainer.device", "npu"),
+        ("trainer.default_local_dir", checkpoint_dir(spec)),
     ]
 
 

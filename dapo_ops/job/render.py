@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from dapo_ops.errors import InventoryError
+from dapo_ops.fleet.nic import hccl_nic
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.job.overrides import overrides
-from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.job.npu_env import task_queue_enable
+from dapo_ops.job.overrides import checkpoint_dir, overrides
+from dapo_ops.job.spec import JobSpec
 from dapo_ops.layout import node_layout
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
@@ -47,41 +48,54 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def pick_nodes(spec: JobSpec, hosts: list[HostSpec], manifest: StackManifest) -> list[RenderNode]:
-    """The job's nodes from the inventory: the head first (cluster.head, else the first host)."""
-    if len(hosts) < spec.cluster.nodes:
-        raise InventoryError(f"cluster.nodes is {spec.cluster.nodes} ({spec.cluster.nodes} x {spec.cluster.npus_per_node} "
-                             f"NPUs) but the inventory has {len(hosts)} node(s): lower cluster.nodes or add nodes")
-    names = [h.name for h in hosts]
-    head = spec.cluster.head or names[0]
-    if head not in names:
-        raise SpecError(f"cluster.head: {head!r} is not in the inventory ({', '.join(names)})")
-    ordered = [h for h in hosts if h.name == head] + [h for h in hosts if h.name != head]
+def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[str, str]) -> list[RenderNode]:
+    """RenderNodes for a job's hosts in rank order (placement.place: the head first), each with the address of its
+    HCCL NIC (fleet.nic.read_addresses), which HCCL_IF_IP and Ray's node IP use."""
     verl_dir_rel = manifest.source("verl").dir
     nodes = []
-    for host in ordered[: spec.cluster.nodes]:
-        nic = host.vars.get("dapo_hccl_ifname")
-        if not nic:
-            raise InventoryError(f"{host.name} has no dapo_hccl_ifname (the NIC for HCCL/GLOO/TP traffic)")
+    for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
-        nodes.append(RenderNode(host.name, host.address, str(nic), layout["stack_env_script"],
-                                layout["stack_env_prefix"], f"{layout['stack_src_root']}/{verl_dir_rel}",
-                                host.name == head))
+        nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout["stack_env_script"],
+                                layout["stack_env_prefix"], f"{layout['stack_src_root']}/{verl_dir_rel}", index == 0))
     return nodes
 
 
-def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> dict[str, str]:
+@dataclass(frozen=True)
+class JobPaths:
+    """Where the job writes, on every node (verl's TaskRunner and its workers may land on any of them)."""
+
+    file_logger: str     # VERL_FILE_LOGGER_PATH: one file per launch attempt (verl opens it with "w")
+    tensorboard: str     # TENSORBOARD_DIR
+    checkpoints: str     # trainer.default_local_dir
+
+    def directories(self) -> list[str]:
+        return sorted({str(PurePosixPath(self.file_logger).parent), self.tensorboard, self.checkpoints})
+
+
+def job_paths(spec: JobSpec, attempt: str | None = None) -> JobPaths:
+    """verl's FileLogger (v0.7.0 verl/utils/tracking.py) opens VERL_FILE_LOGGER_PATH with "w" and creates no
+    directory: each attempt (a launch's run id) gets its own file, so a resume does not truncate the last one's."""
+    t = spec.trainer
+    base = f"{t.log_dir}/{t.project_name}/{t.experiment_name}"
+    return JobPaths(file_logger=f"{base}/metrics-{attempt or 'render'}.jsonl", tensorboard=f"{base}/tensorboard",
+                    checkpoints=checkpoint_dir(spec))
+
+
+def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, attempt: str | None = None) -> dict[str, str]:
     """Relative path -> file content. Per node: nodes/<host>/{env.sh,ray-start.sh}; the head also gets
-    submit.sh and runtime_env.yaml; overrides.txt lists the Hydra overrides, one per line."""
+    submit.sh and runtime_env.yaml; overrides.txt lists the Hydra overrides, one per line. `spec` is placed
+    (placement.place); `attempt` names this launch attempt's metrics file."""
     env = environment()
     head = nodes[0]
-    t = spec.trainer
+    paths = job_paths(spec, attempt)
     common = {
         "job": spec, "head": head,
         "visible_devices": ",".join(str(i) for i in range(spec.cluster.npus_per_node)),
         "resources": json.dumps({"NPU": spec.cluster.npus_per_node}),
-        "file_logger_path": f"{t.log_dir}/{t.project_name}/{t.experiment_name}.jsonl",
-        "tensorboard_dir": f"{t.log_dir}/{t.project_name}/{t.experiment_name}/tensorboard",
+        "file_logger_path": paths.file_logger,
+        "tensorboard_dir": paths.tensorboard,
+        "job_directories": paths.directories(),
+        "task_queue_enable": task_queue_enable(spec),
         "head_address": f"{head.ip}:{spec.cluster.ray_port}",
         "dashboard_address": f"http://{head.ip}:{spec.cluster.dashboard_port}",
         "worker_start_timeout": WORKER_START_TIMEOUT,
@@ -99,8 +113,8 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest) -> d
                 ctx, verl_dir=head.verl_dir, python=f"{head.env_prefix}/bin/python3",
                 overrides=overrides(spec, manifest))
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
-                            "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": common["file_logger_path"],
-                            "TENSORBOARD_DIR": common["tensorboard_dir"]}
+                            "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": paths.file_logger,
+                            "TENSORBOARD_DIR": paths.tensorboard}
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
     files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"

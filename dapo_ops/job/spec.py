@@ -60,7 +60,7 @@ class Data:
 @dataclass(frozen=True)
 class Cluster:
     nodes: int = 2
-    npus_per_node: int = 16
+    npus_per_node: int | None = None    # default: the inventory's npus_per_node (8 on an 800T A2, 16 on a Box16)
     head: str | None = None             # inventory host name of the Ray head (default: the first node)
     ray_port: int = 6379
     dashboard_port: int = 8265
@@ -132,15 +132,16 @@ class Trainer:
     test_freq: int = 5
     save_freq: int = -1
     val_before_train: bool = False
-    log_dir: str = "/var/log/dapo-ops/jobs"   # on the head node: the file logger's JSONL and tensorboard
+    log_dir: str = "/var/log/dapo-ops/jobs"   # on every node: the file logger's JSONL and tensorboard
+    checkpoint_dir: str = "/var/lib/dapo-ops/checkpoints"  # on every node: trainer.default_local_dir's root
 
 
 @dataclass(frozen=True)
 class NpuEnv:
     hccl_connect_timeout: int = 3600
     hccl_exec_timeout: int = 3600
-    task_queue_enable: int = 2
-    pytorch_npu_alloc_conf: str = "expandable_segments:True"
+    task_queue_enable: int | None = None       # default: 1 in graph mode, 2 with rollout.enforce_eager (npu_env.py)
+    pytorch_npu_alloc_conf: str | None = None  # unset: expandable_segments:True breaks vLLM's sleep mode
     vllm_use_v1: int = 1
     vllm_ascend_enable_nz: int = 0
     ray_noset_ascend_rt_visible_devices: int = 1
@@ -238,7 +239,8 @@ def check_strings(spec: JobSpec) -> None:
         if "\n" in value or "=" not in value:
             raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")
     for path, value in (("model.path", spec.model.path), ("data.train_files", spec.data.train_files),
-                        ("data.val_files", spec.data.val_files), ("trainer.log_dir", spec.trainer.log_dir)):
+                        ("data.val_files", spec.data.val_files), ("trainer.log_dir", spec.trainer.log_dir),
+                        ("trainer.checkpoint_dir", spec.trainer.checkpoint_dir)):
         if "\n" in value or "\0" in value:
             raise SpecError(f"{path}: must be one line")
         if not value.startswith("/"):

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
+from dapo_ops.job.placement import world_size
 from dapo_ops.job.spec import JobSpec, SpecError
 from dapo_ops.manifest import StackManifest
 
@@ -127,10 +129,11 @@ def _explain(message: str, base: dict) -> str:
     return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
 
 
-def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, manifest: StackManifest) -> list[str]:
-    """What verl does not check before the NPUs are allocated."""
+def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
+    """What verl does not check before the NPUs are allocated. `spec` is placed on the inventory (placement.place):
+    its nodes and NPUs per node are the ones the job will get."""
     c, d, a, act, r = spec.cluster, spec.data, spec.algorithm, spec.actor, spec.rollout
-    world = c.nodes * c.npus_per_node
+    world = world_size(spec)
     sp, tp = act.ulysses_sequence_parallel_size, r.tensor_parallel_size
     errors = []
     positive = {"cluster.nodes": c.nodes, "cluster.npus_per_node": c.npus_per_node,
@@ -142,15 +145,6 @@ def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, manifest: StackM
     bad = [k for k, v in positive.items() if v <= 0]
     if bad:
         return [f"{k} must be a positive number" for k in bad]
-    if inventory_npus is not None:
-        if len(inventory_npus) < c.nodes:
-            errors.append(f"cluster.nodes is {c.nodes} ({c.nodes} x {c.npus_per_node} NPUs) but the inventory has "
-                          f"{len(inventory_npus)} node(s): lower cluster.nodes or add nodes to the inventory")
-        else:
-            mismatched = sorted(set(inventory_npus[: c.nodes]) - {c.npus_per_node})
-            if mismatched:
-                errors.append(f"cluster.npus_per_node is {c.npus_per_node} but the inventory declares "
-                              f"npus_per_node {', '.join(map(str, mismatched))} for the chosen nodes")
     if world % sp:
         errors.append(f"actor.ulysses_sequence_parallel_size {sp} does not divide the world size {world} "
                       f"({c.nodes} x {c.npus_per_node})")
@@ -197,7 +191,7 @@ def arithmetic(spec: JobSpec, inventory_npus: list[int] | None, manifest: StackM
 def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
     """Peak HBM per NPU in GiB for the actor update, the reference log-probs and the vLLM rollout (see README)."""
     m, act, r, d = spec.model.architecture, spec.actor, spec.rollout, spec.data
-    world = spec.cluster.nodes * spec.cluster.npus_per_node
+    world = world_size(spec)
     params = m.parameters_b * 1e9
     layer_params = params / m.layers
     tokens = act.max_token_len_per_npu
@@ -248,14 +242,15 @@ def hbm_warnings(est: dict[str, float], spec: JobSpec) -> list[str]:
     return warnings
 
 
-def validate(spec: JobSpec, manifest: StackManifest, inventory_npus: list[int] | None,
-             sources: ConfigSources) -> Validation:
+def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
+    """Every check on a job placed on the inventory (placement.place)."""
     result = Validation()
-    result.errors += arithmetic(spec, inventory_npus, manifest)
+    result.errors += arithmetic(spec, manifest)
     try:
         result.composed = compose(sources, overrides(spec, manifest))
     except SpecError as exc:
         result.errors.insert(0, str(exc))
+    result.errors += env_problems(spec, result.composed)
     result.hbm = hbm_estimate(spec, int(manifest.platform["hbm_mb"]))
     result.warnings += hbm_warnings(result.hbm, spec)
     return result

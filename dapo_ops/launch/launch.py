@@ -14,6 +14,9 @@ from pathlib import Path
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import Inventory
+from dapo_ops.fleet.nic import read_addresses
+from dapo_ops.job.npu_env import env_problems
+from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.job.validate import arithmetic
@@ -37,15 +40,12 @@ class LaunchOptions:
 
 
 def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int) -> tuple[JobSpec, list[HostSpec]]:
-    """Step 1, before any change: the job on `nodes` nodes, checked against the inventory."""
-    if nodes != spec.cluster.nodes:
-        spec = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, nodes=nodes))
-    problems = arithmetic(spec, [int(h.vars.get("npus_per_node") or 0) for h in inventory.hosts], manifest)
+    """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node), checked."""
+    spec, hosts = place(spec, list(inventory.hosts), nodes)
+    problems = arithmetic(spec, manifest) + env_problems(spec, None)
     if problems:
         raise UsageError(problems[0])
-    chosen = [n.name for n in pick_nodes(spec, list(inventory.hosts), manifest)]
-    by_name = {h.name: h for h in inventory.hosts}
-    return spec, [by_name[name] for name in chosen]
+    return spec, hosts
 
 
 def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
@@ -55,14 +55,17 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         backend = rehearsal.backend_for(hosts[0].vars)
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
                   f"(head {hosts[0].name}), rehearsal over {backend}")
+    with steps.step("read the HCCL NIC addresses") as step:
+        addresses = read_addresses(hosts)
+        step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
     head, workers = hosts[0], hosts[1:]
-    nodes = pick_nodes(spec, hosts, manifest)
+    nodes = pick_nodes(hosts, manifest, addresses)
     ray = {n.name: f"{n.env_prefix}/bin/ray" for n in nodes}
     python = f"{nodes[0].env_prefix}/bin/python"
     ranks = len(hosts) * spec.cluster.npus_per_node
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=head.name,
-                       head_address=head.address, dashboard=f"http://{head.address}:{spec.cluster.dashboard_port}",
+                       head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
                        node_dir=f"{cluster.RUNS_ROOT}/{run_id}")
     record.mark("created")
 
@@ -99,7 +102,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         step.done(f"held by run {run_id}")
     try:
         with steps.step("render and push") as step:
-            files = render(spec, nodes, manifest)
+            files = render(spec, nodes, manifest, attempt=run_id)
             write(files, record.directory / "rendered")
             shutil.copyfile(job_file, record.directory / "job.yaml")
             files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, nodes, backend), indent=2)

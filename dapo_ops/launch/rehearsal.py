@@ -40,6 +40,15 @@ def backend_for(host_vars: dict) -> str:
     return backend
 
 
+def required_files(spec: JobSpec) -> dict[str, str]:
+    """What every rank's node must hold: verl's TaskRunner and workers load the model (its config.json first, through
+    transformers' AutoConfig) and the parquet files on whichever node Ray places them (verl v0.7.0
+    verl/trainer/main_ppo.py: TaskRunner.run copies model.path to local and builds the datasets there)."""
+    return {f"{spec.model.path.rstrip('/')}/config.json": "the model's config.json (model.path)",
+            spec.data.train_files: "the training data (data.train_files)",
+            spec.data.val_files: "the validation data (data.val_files)"}
+
+
 def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeouts = Timeouts(),
            chunk_bytes: int = 4096) -> dict:
     """rehearsal.json: the nodes in rank order, their NPUs, the SP group size, the backend and the deadlines."""
@@ -49,6 +58,7 @@ def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeo
         "sp_size": spec.actor.ulysses_sequence_parallel_size,
         "backend": backend,
         "required_env": list(REQUIRED_ENV),
+        "required_files": required_files(spec),
         "chunk_bytes": chunk_bytes,
         "placement_timeout": timeouts.placement,
         "check_timeout": timeouts.check,

@@ -142,6 +142,9 @@ def build_actor_class(ray):
                     problems.append(f"{name} is not set (the CANN environment was not sourced)")
                 elif not os.path.isdir(value):
                     problems.append(f"{name}={value} is not a directory")
+            for path, what in self.config.get("required_files", {}).items():
+                if not os.path.isfile(path):
+                    problems.append(f"{path} is missing: {what} must be on every node")
             for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
                 value = os.environ.get(name)
                 if value != self.node["nic"]:

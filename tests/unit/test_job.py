@@ -15,6 +15,7 @@ import yaml
 
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.overrides import hydra_value, overrides
+from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.spec import parse_spec
 from dapo_ops.manifest import load_manifest
@@ -85,7 +86,7 @@ BROKEN = [
     ("SP not dividing the world", mutate("actor.ulysses_sequence_parallel_size", 7), "does not divide the world size 32"),
     ("gen < train batch", mutate("data.gen_batch_size", 256), "data.gen_batch_size 256 is smaller than"),
     ("SP without remove padding", mutate("model.use_remove_padding", False), "needs model.use_remove_padding"),
-    ("3 x 16 of a 2-node inventory", mutate("cluster.nodes", 3), "the inventory has 2 node(s)"),
+    ("3 nodes of a 2-node inventory", mutate("cluster.nodes", 3), "the job needs 3 node(s) but the inventory has 2"),
     ("rollout TP not dividing a node", mutate("rollout.tensor_parallel_size", 3), "does not divide"),
     ("sync rollout on verl 0.7", mutate("rollout.mode", "sync"), "rollout.mode 'sync' was removed"),
     ("too long for the model", mutate("data.max_response_length", 40000), "exceeds the model's max_position_embeddings"),
@@ -97,6 +98,15 @@ BROKEN = [
     ("hostile job name", mutate("name", "$(touch /tmp/pwned)"), "name: '$(touch /tmp/pwned)' must be letters"),
     ("unlisted + key", mutate("extra_overrides", ["+trainer.surprise=1"]), "adds a key verl does not have"),
     ("npus per node not in the inventory", mutate("cluster.npus_per_node", 8), "inventory declares npus_per_node 16"),
+    ("expandable segments with vLLM sleep mode", mutate("env.pytorch_npu_alloc_conf", "expandable_segments:True"),
+     "Expandable segments are not compatible with memory pool"),
+    ("TASK_QUEUE_ENABLE 2 in graph mode", mutate("env.task_queue_enable", 2), "needs TASK_QUEUE_ENABLE=1"),
+    ("TASK_QUEUE_ENABLE through env.extra", mutate("env.extra", {"TASK_QUEUE_ENABLE": "2"}),
+     "env.extra.TASK_QUEUE_ENABLE: set env.task_queue_enable instead"),
+    ("graph mode switched off behind the spec's back", mutate("extra_overrides",
+                                                             ["actor_rollout_ref.rollout.enforce_eager=True"]),
+     "set rollout.enforce_eager in the spec instead"),
+    ("relative checkpoint dir", mutate("trainer.checkpoint_dir", "ckpt"), "trainer.checkpoint_dir: 'ckpt' must be"),
     ("token budget below one sequence", mutate("actor.max_token_len_per_npu", 1024), "cannot hold one"),
     ("hostile env name", mutate("env.extra", {"X;touch /tmp/pwned": "1"}), "not an environment variable name"),
     ("boolean as string", mutate("actor.param_offload", "yes"), "actor.param_offload: expected true or false"),
@@ -115,7 +125,7 @@ def test_broken_specs_fail_with_one_line_and_write_nothing(tmp_path, label, chan
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         assert message in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-    assert not out.exists() or command[0] == "render"
+        assert not out.exists(), f"{command[0]} failed but wrote {out}"
     assert not Path("/tmp/pwned").exists()
 
 
@@ -130,7 +140,8 @@ def hostile_spec(marker: Path, payload: str) -> dict:
     data["data"]["train_files"] = "/data/" + bad
     data["data"]["val_files"] = "/data/" + bad
     data["data"]["prompt_key"] = bad
-    data["trainer"]["log_dir"] = "/logs/" + bad
+    data["trainer"]["log_dir"] = str(marker.parent / "logs") + "/" + bad
+    data["trainer"]["checkpoint_dir"] = str(marker.parent / "ckpt") + "/" + bad
     data["env"]["pytorch_npu_alloc_conf"] = bad
     data["env"]["extra"] = {"DAPO_TEST_VALUE": bad}
     data["algorithm"]["filter_groups"]["metric"] = bad
@@ -162,11 +173,12 @@ def test_hostile_strings_never_execute(tmp_path, payload):
         path.write_text(body)
         path.chmod(0o755)
     layout = {"stack_env_script": str(root / "cann-env.sh"), "stack_conda_prefix": str(root / "conda"),
-              "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0"}
+              "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0", "npus_per_node": 16}
     hosts = [HostSpec(f"n{i}", f"127.0.0.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
     manifest = load_manifest()
     out = tmp_path / "out"
-    write(render(spec, pick_nodes(spec, hosts, manifest), manifest), out)
+    spec, hosts = place(spec, hosts)
+    write(render(spec, pick_nodes(hosts, manifest, {h.name: h.address for h in hosts}), manifest), out)
     scripts = sorted(out.glob("nodes/*/*.sh"))
     for script in scripts:
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script

@@ -28,7 +28,8 @@ def test_config_lists_the_nodes_in_rank_order_with_the_sp_size_and_deadlines():
     config = rehearsal.config(spec, NODES, "tcp", rehearsal.Timeouts(placement=10, check=5, collective=7))
     assert config["nodes"] == [{"name": "node1", "ip": "10.0.0.1", "nic": "eth1"},
                                {"name": "node2", "ip": "10.0.0.2", "nic": "eth1"}]
-    assert (config["npus_per_node"], config["sp_size"], config["backend"]) == (16, 8, "tcp")
+    assert (config["sp_size"], config["backend"]) == (8, "tcp")
+    assert set(config["required_files"]) == set(rehearsal.required_files(spec))
     assert (config["placement_timeout"], config["check_timeout"], config["collective_timeout"]) == (10, 5, 7)
     assert "ASCEND_TOOLKIT_HOME" in config["required_env"]
     json.dumps(config)
@@ -215,3 +216,19 @@ def test_failures_that_say_what_broke_come_before_those_that_only_waited():
                 {"phase": "collective", "rank": 1, "host": "n1", "error": "TimeoutError: all_reduce: nothing from "
                                                                          "rank(s) [9]"}]
     assert [f["rank"] for f in rehearsal_driver.by_cause(failures)] == [9, 0, 1]
+
+
+def test_a_rank_names_the_model_and_data_files_its_node_lacks(tmp_path, monkeypatch):
+    ray, [actor] = ranks(1, tmp_path, monkeypatch)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    train = tmp_path / "train.parquet"
+    train.write_bytes(b"PAR1")
+    actor.config["required_files"] = {str(model / "config.json"): "the model's config.json (model.path)",
+                                      str(train): "the training data (data.train_files)",
+                                      str(tmp_path / "val.parquet"): "the validation data (data.val_files)"}
+    problems = actor.check()["problems"]
+    assert f"{tmp_path / 'val.parquet'} is missing: the validation data (data.val_files) must be on every node" \
+        in problems
+    assert not any("config.json" in p or "train.parquet" in p for p in problems)

@@ -78,11 +78,12 @@ exec /opt/miniconda3/envs/dapo/bin/python3 -m recipe.dapo.main_dapo \
   reward_model.overlong_buffer.penalty_factor=1.0 \
   'trainer.logger=[console,file]' \
   trainer.project_name=verl-dapo \
-  trainer.experiment_name=qwen3-30b-a3b-dapo-2x16 \
+  trainer.experiment_name=qwen3-30b-a3b-dapo \
   trainer.n_gpus_per_node=16 \
   trainer.nnodes=2 \
   trainer.val_before_train=False \
   trainer.test_freq=5 \
   trainer.save_freq=-1 \
   trainer.total_epochs=1 \
-  trainer.device=npu
+  trainer.device=npu \
+  trainer.default_local_dir=/var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo

@@ -7,17 +7,19 @@ export HCCL_EXEC_TIMEOUT=3600
 export HCCL_SOCKET_IFNAME=enp189s0f0
 export GLOO_SOCKET_IFNAME=enp189s0f0
 export TP_SOCKET_IFNAME=enp189s0f0
-export HCCL_IF_IP=192.0.2.12
+export HCCL_IF_IP=198.51.100.12
 export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1
 export ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
 export VLLM_USE_V1=1
 export VLLM_ASCEND_ENABLE_NZ=0
-export TASK_QUEUE_ENABLE=2
-export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
+# 1 with the vLLM rollout in graph mode, 2 in eager mode (dapo_ops/job/npu_env.py says why)
+export TASK_QUEUE_ENABLE=1
+# PYTORCH_NPU_ALLOC_CONF stays unset: expandable_segments:True breaks vLLM's sleep mode (npu_env.py)
+unset PYTORCH_NPU_ALLOC_CONF
 export RAY_DEDUP_LOGS=0
 export HYDRA_FULL_ERROR=1
-export VERL_FILE_LOGGER_PATH=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo-2x16.jsonl
-export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo-2x16/tensorboard
+export VERL_FILE_LOGGER_PATH=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/metrics-render.jsonl
+export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
 # Secrets (e.g. WANDB_API_KEY) are never rendered: `dapo-ops launch` writes them, mode 0600, to secrets.env here.
 dapo_env_dir=$(dirname "${BASH_SOURCE[0]}")
 if [ -r "$dapo_env_dir/secrets.env" ]; then

@@ -4,6 +4,9 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
+# logger creates no directory.
+mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
 if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
@@ -13,7 +16,7 @@ fi
 budget=${DAPO_START_TIMEOUT:-120}
 # shellcheck disable=SC2016  # $0 and $1 are the inner bash's arguments
 timeout "$budget" bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; done' \
-  192.0.2.11 6379 ||
-  { printf 'the Ray head at %s did not accept connections within %s s\n' 192.0.2.11:6379 "$budget" >&2; exit 1; }
-exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" /opt/miniconda3/envs/dapo/bin/ray start --address=192.0.2.11:6379 \
-  --node-ip-address=192.0.2.12 --resources='{"NPU": 16}' --disable-usage-stats
+  198.51.100.11 6379 ||
+  { printf 'the Ray head at %s did not accept connections within %s s\n' 198.51.100.11:6379 "$budget" >&2; exit 1; }
+exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" /opt/miniconda3/envs/dapo/bin/ray start --address=198.51.100.11:6379 \
+  --node-ip-address=198.51.100.12 --resources='{"NPU": 16}' --disable-usage-stats

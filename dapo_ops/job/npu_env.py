@@ -1,0 +1,66 @@
+"""The NPU runtime environment a job needs, derived from the job rather than copied from a blog post (pure).
+
+- TASK_QUEUE_ENABLE: torch_npu's operator-dispatch queue. verl's Ascend optimisation notes (volcengine/verl,
+  docs/ascend_tutorial/ascend_optimization_pratice/gspo_optimization_practice.md, newer than our pin) say graph mode
+  needs 1 ("图模式设置为1 ... 非图模式设置为2", and with ACL graph on, TASK_QUEUE_ENABLE "must be 1, otherwise it
+  errors"); vllm-ascend's ACL-graph tests set 1 (v0.11.0rc1 tests/e2e/multicard/test_single_request_aclgraph.py) and
+  its tuning guide's 2 is for eager mode. So: 1 when the vLLM rollout runs in graph mode (enforce_eager false), 2
+  when eager.
+- PYTORCH_NPU_ALLOC_CONF=expandable_segments:True kills vLLM's sleep mode: vllm-ascend v0.11.0rc1
+  vllm_ascend/device_allocator/camem.py asserts it is absent ("Expandable segments are not compatible with memory
+  pool") when the worker builds its CaMemAllocator (vllm_ascend/worker/worker_v1.py, with enable_sleep_mode), and
+  verl turns sleep mode on by default (v0.7.0 verl/workers/config/rollout.py: `enable_sleep_mode: bool = True`).
+"""
+
+from __future__ import annotations
+
+from dapo_ops.job.spec import JobSpec
+
+GRAPH_MODE_TASK_QUEUE = 1
+EAGER_TASK_QUEUE = 2
+EXPANDABLE_SEGMENTS = "expandable_segments:True"
+# Set only through their own spec fields: an env.extra copy would bypass the checks below.
+OWN_FIELDS = {"TASK_QUEUE_ENABLE": "env.task_queue_enable", "PYTORCH_NPU_ALLOC_CONF": "env.pytorch_npu_alloc_conf"}
+ROLLOUT = "actor_rollout_ref.rollout"
+
+
+def task_queue_enable(spec: JobSpec) -> int:
+    """The spec's value, else 1 in graph mode and 2 in eager mode."""
+    if spec.env.task_queue_enable is not None:
+        return spec.env.task_queue_enable
+    return EAGER_TASK_QUEUE if spec.rollout.enforce_eager else GRAPH_MODE_TASK_QUEUE
+
+
+def _rollout_value(composed: dict | None, key: str, default):
+    node = composed or {}
+    for part in f"{ROLLOUT}.{key}".split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
+    """What in the job's NPU environment would stop it after the NPUs are allocated. `composed` is verl's composed
+    configuration (None when it could not be composed: verl's defaults are assumed)."""
+    problems = []
+    for key, field in OWN_FIELDS.items():
+        if key in spec.env.extra:
+            problems.append(f"env.extra.{key}: set {field} instead (dapo-ops checks it against the rollout)")
+    eager = bool(_rollout_value(composed, "enforce_eager", spec.rollout.enforce_eager))
+    if eager != spec.rollout.enforce_eager:
+        problems.append(f"{ROLLOUT}.enforce_eager is overridden to {eager}: set rollout.enforce_eager in the spec "
+                        "instead, so TASK_QUEUE_ENABLE follows it")
+    queue = task_queue_enable(spec)
+    if not eager and queue != GRAPH_MODE_TASK_QUEUE:
+        problems.append(f"env.task_queue_enable is {queue} but the vLLM rollout runs in graph mode "
+                        f"(rollout.enforce_eager false), which needs TASK_QUEUE_ENABLE=1: remove env.task_queue_enable "
+                        "(dapo-ops derives it) or set rollout.enforce_eager true")
+    name = _rollout_value(composed, "name", spec.rollout.name)
+    sleep = bool(_rollout_value(composed, "enable_sleep_mode", True))
+    alloc = spec.env.pytorch_npu_alloc_conf or ""
+    if name == "vllm" and sleep and EXPANDABLE_SEGMENTS in alloc:
+        problems.append(f"env.pytorch_npu_alloc_conf {alloc!r}: vllm-ascend's sleep mode (on by default in verl) "
+                        "asserts 'Expandable segments are not compatible with memory pool': remove "
+                        "expandable_segments:True")
+    return problems
