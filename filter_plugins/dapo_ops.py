@@ -41,7 +41,9 @@ def npu_smi_info(text):
         return None
     return {"npu_smi_version": info.npu_smi_version, "driver_version": info.driver_version,
             "npus": [{"id": c.npu_id, "name": c.name, "health": c.health, "temp_c": c.temp_c,
-                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb, "bus_id": c.bus_id}
+                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb, "bus_id": c.bus_id,
+                      # one entry per chip: an A3 NPU has two (chip 0/1, Phy-ID = the /dev/davinciN device)
+                      "chip_id": c.chip_id, "phy_id": c.phy_id, "device_id": c.device_id}
                      for c in info.chips]}
 
 

@@ -61,6 +61,13 @@ def parse_nnal_version_info(text: str, command: str = "cat nnal/atb/latest/versi
 
 @dataclass(frozen=True)
 class NpuChip:
+    """One chip row-pair of the ``npu-smi info`` table.
+
+    A 910B (Atlas 800T A2) NPU has one chip (chip 0) and the table prints no Phy-ID: ``phy_id`` is None. An Atlas
+    800T A3 NPU (``Ascend910``) has two chips, 0 and 1, each with its own health, temperature and HBM and its own
+    ``Phy-ID``; the second chip's power is ``-`` (None here).
+    """
+
     npu_id: int
     chip_id: int
     name: str
@@ -75,6 +82,15 @@ class NpuChip:
     memory_total_mb: int
     hbm_used_mb: int
     hbm_total_mb: int
+    phy_id: int | None = None
+
+    @property
+    def device_id(self) -> int:
+        """The device index: what /dev/davinciN, hccn_tool -i N and Ray count (one per chip).
+
+        The Phy-ID where the table prints one (A3); on a one-chip-per-NPU table (910B) the NPU id.
+        """
+        return self.npu_id if self.phy_id is None else self.phy_id
 
 
 @dataclass(frozen=True)
@@ -97,9 +113,23 @@ class NpuSmiInfo:
     def npu_ids(self) -> list[int]:
         return sorted({c.npu_id for c in self.chips})
 
+    @property
+    def device_ids(self) -> list[int]:
+        """One per chip (see NpuChip.device_id); equal to npu_ids on a 910B."""
+        return sorted(c.device_id for c in self.chips)
+
+    @property
+    def multi_chip(self) -> bool:
+        """An A3-style table: chips carry a Phy-ID, or some NPU has more than one chip."""
+        return any(c.phy_id is not None for c in self.chips) or len(self.npu_ids) < len(self.chips)
+
+    def chips_of(self, npu_id: int) -> tuple[NpuChip, ...]:
+        return tuple(sorted((c for c in self.chips if c.npu_id == npu_id), key=lambda c: c.chip_id))
+
 
 _HEADER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 _PAIR = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_CHIP_ID_COLUMNS = ("Phy-ID", "PhyID", "Phy ID", "Device")  # the second id column of a chip row, when printed
 
 
 def _cells(line: str) -> list[str]:
@@ -140,13 +170,36 @@ def _pair(value: str, command: str, line_no: int, line: str, what: str) -> tuple
     return int(match.group(1)), int(match.group(2))
 
 
+def _chip_header_ids(cell: str, command: str, line_no: int, line: str) -> int:
+    """'Chip' -> 1 id per chip row (910B); 'Chip  Phy-ID' / 'Chip Phy-ID' -> 2 (A3: chip id and Phy-ID)."""
+    rest = " ".join(cell.split()[1:])
+    if not rest:
+        return 1
+    if rest in _CHIP_ID_COLUMNS:
+        return 2
+    raise ParseError(command, f"unknown chip header column {rest!r} (expected 'Chip' or 'Chip  Phy-ID')", line_no, line)
+
+
 def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
-    """The ``npu-smi info`` table of a 910B host (one chip per NPU), split on '|'."""
+    """The ``npu-smi info`` table, split on '|' (cell widths differ between npu-smi releases).
+
+    One row-pair per chip: the NPU row (``NPU-ID Name | Health | Power Temp Hugepages``) then the chip row
+    (``Chip [Phy-ID] | Bus-Id | AICore Memory HBM``). A 910B has one pair per NPU and a ``Chip`` header; an Atlas
+    800T A3 has two pairs per NPU (chip 0 and chip 1, each repeating the NPU id and name, split by a ``+---+`` line)
+    and a ``Chip  Phy-ID`` header, its chip rows carrying the chip id and the Phy-ID. The process table that
+    follows names ``NPU Chip`` per row; later npu-smi releases add a trailing ``Process id in container`` column
+    (read and ignored). ../shared/reference/ascend.md §3.1.
+    """
     version = driver = None
     chips: list[NpuChip] = []
     processes: list[NpuProcess] = []
     section = None  # "devices" | "processes"
-    pending: tuple[int, str, str, list[str], int, str] | None = None  # the NPU line awaiting its chip line
+    device_cells = 3
+    chip_ids: int | None = None  # ids per chip row from the header: 1 (Chip) or 2 (Chip Phy-ID); None: not seen
+    process_cells = 4
+    pending: tuple[int, str, str, list[str], int, str] | None = None  # the NPU row awaiting its chip row
+    seen: set[tuple[int, int]] = set()
+    phys: set[int] = set()
 
     lines = text.splitlines()
     for line_no, line in enumerate(lines, 1):
@@ -162,30 +215,53 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
             version, driver = header.group(1), header.group(2)
             continue
         if cells and cells[0].startswith("NPU") and "Name" in cells[0]:
+            if section is not None:
+                raise ParseError(command, "a second device table header", line_no, line)
             section = "devices"
+            device_cells = len(cells)
+            if device_cells < 3:
+                raise ParseError(command, f"expected at least 3 cells in the device header, got {device_cells}",
+                                 line_no, line)
             continue
         if cells and cells[0].startswith("Chip") and len(cells) >= 2 and cells[1].startswith("Bus-Id"):
+            if section != "devices" or chip_ids is not None:
+                raise ParseError(command, "chip header outside the device table header", line_no, line)
+            chip_ids = _chip_header_ids(cells[0], command, line_no, line)
             continue
         if cells and cells[0].startswith("NPU") and "Chip" in cells[0]:
             if pending is not None:
                 raise ParseError(command, "NPU row without its chip row", pending[4], pending[5])
             section = "processes"
+            process_cells = len(cells)
+            if process_cells < 4:
+                raise ParseError(command, f"expected at least 4 cells in the process header, got {process_cells}",
+                                 line_no, line)
             continue
         if section == "devices":
-            if len(cells) != 3:
-                raise ParseError(command, f"expected 3 cells, got {len(cells)}", line_no, line)
+            if len(cells) != device_cells:
+                raise ParseError(command, f"expected {device_cells} cells, got {len(cells)}", line_no, line)
             first = cells[0].split()
             if pending is None:
-                if len(first) != 2:
+                if len(first) < 2:
                     raise ParseError(command, "expected 'NPU-ID Name'", line_no, line)
                 npu_id = _int(first[0], command, line_no, line, "NPU id")
                 metrics = _split_metrics(cells[2], 3, command, line_no, line)
-                pending = (npu_id, first[1], cells[1], metrics, line_no, line)
+                pending = (npu_id, " ".join(first[1:]), cells[1], metrics, line_no, line)
                 continue
-            if len(first) != 1:
-                raise ParseError(command, "expected the chip row after an NPU row", line_no, line)
+            expected_ids = chip_ids or len(first)
+            if len(first) != expected_ids or expected_ids not in (1, 2):
+                want = "'Chip Phy-ID'" if chip_ids == 2 else "'Chip'" if chip_ids == 1 else "'Chip [Phy-ID]'"
+                raise ParseError(command, f"expected the chip row ({want}) after an NPU row", line_no, line)
             npu_id, name, health, first_metrics, _, _ = pending
             chip_id = _int(first[0], command, line_no, line, "chip id")
+            phy_id = _int(first[1], command, line_no, line, "Phy-ID") if len(first) == 2 else None
+            if (npu_id, chip_id) in seen:
+                raise ParseError(command, f"NPU {npu_id} chip {chip_id} is listed twice", line_no, line)
+            if phy_id is not None and phy_id in phys:
+                raise ParseError(command, f"Phy-ID {phy_id} is listed twice", line_no, line)
+            seen.add((npu_id, chip_id))
+            if phy_id is not None:
+                phys.add(phy_id)
             second = _split_metrics(cells[2], 3, command, line_no, line)
             hp_used, hp_total = _pair(first_metrics[2], command, line_no, line, "Hugepages-Usage")
             mem_used, mem_total = _pair(second[1], command, line_no, line, "Memory-Usage")
@@ -197,14 +273,16 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
                 hugepages_used=hp_used, hugepages_total=hp_total, bus_id=cells[1],
                 aicore_pct=_optional_number(second[0], int, command, line_no, line, "AICore(%)"),
                 memory_used_mb=mem_used, memory_total_mb=mem_total, hbm_used_mb=hbm_used, hbm_total_mb=hbm_total,
+                phy_id=phy_id,
             ))
             pending = None
             continue
         if section == "processes":
             if len(cells) == 1 and cells[0].startswith("No running processes found"):
                 continue
-            if len(cells) != 4:
-                raise ParseError(command, f"expected 4 cells in a process row, got {len(cells)}", line_no, line)
+            if len(cells) != process_cells:
+                raise ParseError(command, f"expected {process_cells} cells in a process row, got {len(cells)}",
+                                 line_no, line)
             ids = cells[0].split()
             if len(ids) != 2:
                 raise ParseError(command, "expected 'NPU Chip' in a process row", line_no, line)
@@ -226,6 +304,8 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
         raise ParseError(command, "truncated: no device table after the header")
     if section != "processes":
         raise ParseError(command, "truncated: no process table after the device table")
+    if any(c.phy_id is None for c in chips) and any(c.phy_id is not None for c in chips):
+        raise ParseError(command, "some chip rows carry a Phy-ID and others do not")
     return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
 
 
@@ -334,23 +414,41 @@ def parse_npu_smi_chip_map(text: str, command: str = "npu-smi info -m") -> tuple
 
 @dataclass(frozen=True)
 class BoardInfo:
+    """``npu-smi info -t board -i N`` (the NPU's board) or ``... -i N -c CHIP`` (one chip of it).
+
+    The NPU form carries the driver (``Software Version``), the firmware and their ``Compatibility`` and ends with
+    ``Chip Count`` (1 on a 910B, 2 on an Atlas 800T A3). The chip form carries ``Chip ID``, ``Chip Name`` and the
+    chip's ``Firmware Version`` instead (no Software Version, no Compatibility). ../shared/reference/ascend.md §3.2.
+    """
+
     npu_id: int
     software_version: str | None
     firmware_version: str | None
     compatibility: str | None
     fields: dict[str, str]
+    chip_count: int | None = None
+    chip_id: int | None = None
+    chip_name: str | None = None
 
 
 def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") -> BoardInfo:
-    pairs = dict(_flat(parse_kv_blocks(text, command)))
+    pairs: dict[str, str] = {}
+    for key, value in _flat(parse_kv_blocks(text, command)):
+        pairs.setdefault(key, value)  # the NPU's own block comes first; a later block (a chip's) does not override it
     if "NPU ID" not in pairs:
         raise ParseError(command, "missing 'NPU ID'")
+    chip_count = _kv_int(pairs["Chip Count"], command, "Chip Count") if "Chip Count" in pairs else None
+    if chip_count is not None and chip_count < 1:
+        raise ParseError(command, f"Chip Count is {chip_count}: an NPU has at least one chip")
     return BoardInfo(
         npu_id=_kv_int(pairs["NPU ID"], command, "NPU ID"),
         software_version=pairs.get("Software Version"),
         firmware_version=pairs.get("Firmware Version"),
         compatibility=pairs.get("Compatibility"),
         fields=pairs,
+        chip_count=chip_count,
+        chip_id=_kv_int(pairs["Chip ID"], command, "Chip ID") if "Chip ID" in pairs else None,
+        chip_name=pairs.get("Chip Name"),
     )
 
 

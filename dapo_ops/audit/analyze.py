@@ -164,14 +164,27 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
             add(Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem))
 
     _npu_findings(raw, values, report, manifest, thresholds)
-    missing = {f.npu for f in report.findings if f.code == "npu-missing"}
-    # a missing NPU's own queries fail too; its npu-missing finding already says why
-    report.findings = [f for f in report.findings if not (f.code == "collect-failed" and f.npu in missing)]
     return report
 
 
 def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: StackManifest,
                   thresholds: Thresholds) -> None:
+    """Per-device findings from npu-smi info, each NPU's board and each device's NIC.
+
+    What the audit counts is the *device*: one per chip, the index of /dev/davinciN, of `hccn_tool -i N` and of
+    ASCEND_RT_VISIBLE_DEVICES, and what Ray counts as an "NPU" resource (ray-project/ray
+    python/ray/_private/accelerators/npu.py: NPUAcceleratorManager counts acl.rt.get_device_count() or
+    /dev/davinci*) and verl's trainer.n_gpus_per_node asks for (verl v0.7.0
+    examples/grpo_trainer/run_qwen3_4b_grpo_vllm_1k_npu.sh runs an 8-card A3 with trainer_n_gpus_per_node=16). So
+    the inventory's npus_per_node (raw.npus_expected) is compared with the number of chips npu-smi lists:
+    on a 910B (Atlas 800T A2, one chip per NPU) that is the number of NPUs, 8; on an Atlas 800T A3 (two chips per
+    NPU) it is 16 devices on 8 NPUs. A device is a chip's Phy-ID on an A3 and the NPU id on a 910B.
+
+    The per-device facts link/net_health/ip are read at the device index; the board (driver/firmware
+    Compatibility) is per NPU, read at the NPU id (board.N with N beyond the NPU ids of an A3 names no NPU, so its
+    failure is not a finding). Finding.npu and report.npus[].id are device indexes; messages name an A3 device as
+    "NPU n chip c (device d)" and a 910B one as "NPU n", as before.
+    """
     host, add = raw.host, report.findings.append
     info = _get(values, "npu_smi_info")
     if info is None:
@@ -179,22 +192,46 @@ def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stac
             add(Finding(host, None, ERROR, "npu-smi-missing", "driver",
                         "npu-smi is not available: no NPU driver is loaded"))
         return
-    by_id = {n["npu_id"]: n for n in info["npus"]}
-    busy = {p["npu_id"] for p in info["processes"]}
+    chips = info["npus"]  # one entry per chip
+    by_device = {c["device_id"]: c for c in chips}
+    npu_chips: dict[int, list[dict]] = {}
+    for c in chips:
+        npu_chips.setdefault(c["npu_id"], []).append(c)
+    multi = any(c["phy_id"] is not None for c in chips) or any(len(cs) > 1 for cs in npu_chips.values())
+    noun = "devices" if multi else "NPUs"
+    busy = {(p["npu_id"], p["chip_id"]) for p in info["processes"]}
     pinned_fw = manifest.artifact("firmware").version
-    missing = [i for i in range(raw.npus_expected) if i not in by_id]
-    for npu_id in missing:
-        add(Finding(host, npu_id, ERROR, "npu-missing", "npu",
-                    f"NPU {npu_id} is missing ({len(by_id)} of {raw.npus_expected} NPUs answer npu-smi)",
-                    str(raw.npus_expected), str(len(by_id))))
-    for npu_id in sorted(set(by_id) | set(range(raw.npus_expected))):
-        chip = by_id.get(npu_id)
-        board = _get(values, f"board.{npu_id}")
-        link = _get(values, f"link.{npu_id}")
-        health = _get(values, f"net_health.{npu_id}")
-        ip = _get(values, f"ip.{npu_id}")
+    expected = raw.npus_expected
+
+    def label(chip: dict | None, device: int) -> str:
+        if chip is None:
+            return f"device {device}" if multi else f"NPU {device}"
+        return f"NPU {chip['npu_id']} chip {chip['chip_id']} (device {device})" if multi else f"NPU {chip['npu_id']}"
+
+    if multi:
+        # board.N of an index that is no NPU id (A3: devices 8..15 of 8 NPUs) was asked of a card that does not exist
+        report.findings[:] = [f for f in report.findings if not (
+            f.code == "collect-failed" and f.component == "board" and f.npu not in npu_chips)]
+    for device in [d for d in range(expected) if d not in by_device]:
+        add(Finding(host, device, ERROR, "npu-missing", "npu",
+                    f"{label(None, device)} is missing ({len(by_device)} of {expected} {noun} answer npu-smi)",
+                    str(expected), str(len(by_device))))
+    if expected and len(by_device) > expected:  # 0: a bundle that does not say how many it expects
+        shape = f" ({len(npu_chips)} NPUs x {max(len(cs) for cs in npu_chips.values())} chips)" if multi else ""
+        add(Finding(host, None, WARNING, "npu-count-mismatch", "npu",
+                    f"npu-smi lists {len(by_device)} {noun}{shape} but the inventory's npus_per_node is {expected}"
+                    + (" (npus_per_node counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
+                       if multi else ""),
+                    str(expected), str(len(by_device))))
+    for device in sorted(set(by_device) | set(range(expected))):
+        chip = by_device.get(device)
+        npu_id = chip["npu_id"] if chip is not None else (None if multi else device)
+        board = _get(values, f"board.{npu_id}") if npu_id is not None else None
+        link = _get(values, f"link.{device}")
+        health = _get(values, f"net_health.{device}")
+        ip = _get(values, f"ip.{device}")
         report.npus.append({
-            "id": npu_id, "present": chip is not None,
+            "id": device, "present": chip is not None,
             "health": chip["health"] if chip else None, "temp_c": chip["temp_c"] if chip else None,
             "hbm_used_mb": chip["hbm_used_mb"] if chip else None, "hbm_total_mb": chip["hbm_total_mb"] if chip else None,
             "firmware": (board or {}).get("firmware_version"), "compatibility": (board or {}).get("compatibility"),
@@ -202,34 +239,44 @@ def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stac
         })
         if chip is None:
             continue
+        name = label(chip, device)
         if chip["health"] != "OK":
-            add(Finding(host, npu_id, ERROR, "npu-unhealthy", "npu", f"NPU {npu_id} health is {chip['health']}",
+            add(Finding(host, device, ERROR, "npu-unhealthy", "npu", f"{name} health is {chip['health']}",
                         "OK", chip["health"]))
         if chip["temp_c"] is not None and chip["temp_c"] > thresholds.temp_c:
-            add(Finding(host, npu_id, WARNING, "npu-hot", "npu",
-                        f"NPU {npu_id} is at {chip['temp_c']} C (threshold {thresholds.temp_c} C)",
+            add(Finding(host, device, WARNING, "npu-hot", "npu",
+                        f"{name} is at {chip['temp_c']} C (threshold {thresholds.temp_c} C)",
                         f"<= {thresholds.temp_c}", str(chip["temp_c"])))
-        if chip["hbm_used_mb"] > thresholds.hbm_used_mb or npu_id in busy:
-            add(Finding(host, npu_id, WARNING, "hbm-in-use", "npu",
-                        f"NPU {npu_id} already uses {chip['hbm_used_mb']} MB of HBM"
-                        + (" (processes running on it)" if npu_id in busy else ""),
+        in_use = (chip["npu_id"], chip["chip_id"]) in busy
+        if chip["hbm_used_mb"] > thresholds.hbm_used_mb or in_use:
+            add(Finding(host, device, WARNING, "hbm-in-use", "npu",
+                        f"{name} already uses {chip['hbm_used_mb']} MB of HBM"
+                        + (" (processes running on it)" if in_use else ""),
                         f"<= {thresholds.hbm_used_mb}", str(chip["hbm_used_mb"])))
-        if board is not None:
+        # the board is the NPU's: judged once, on the NPU's first device
+        if board is not None and device == min(c["device_id"] for c in npu_chips[npu_id]):
+            card = f"NPU {npu_id}" + (f" (devices {', '.join(str(c['device_id']) for c in npu_chips[npu_id])})"
+                                      if multi else "")
             if board["firmware_version"] != pinned_fw:
-                add(Finding(host, npu_id, ERROR, "npu-firmware-off-pin", "firmware",
-                            f"NPU {npu_id} runs firmware {board['firmware_version']}, the stack pins {pinned_fw}",
+                add(Finding(host, device, ERROR, "npu-firmware-off-pin", "firmware",
+                            f"{card} runs firmware {board['firmware_version']}, the stack pins {pinned_fw}",
                             pinned_fw, board["firmware_version"]))
             if board["compatibility"] != "OK":
-                add(Finding(host, npu_id, ERROR, "npu-incompatible", "firmware",
-                            f"NPU {npu_id} reports Compatibility {board['compatibility']} for its driver and firmware",
+                add(Finding(host, device, ERROR, "npu-incompatible", "firmware",
+                            f"{card} reports Compatibility {board['compatibility']} for its driver and firmware",
                             "OK", board["compatibility"]))
         if link is not None and link != "UP":
-            add(Finding(host, npu_id, ERROR, "link-down", "nic", f"NPU {npu_id} NIC link is {link}", "UP", link))
+            add(Finding(host, device, ERROR, "link-down", "nic", f"{name} NIC link is {link}", "UP", link))
         if health is not None and health != "Success":
-            add(Finding(host, npu_id, ERROR, "net-unhealthy", "nic", f"NPU {npu_id} NIC net health is {health}",
+            add(Finding(host, device, ERROR, "net-unhealthy", "nic", f"{name} NIC net health is {health}",
                         "Success", health))
         if ip is not None and ip.get("address") is None:
-            add(Finding(host, npu_id, WARNING, "no-device-ip", "nic", f"NPU {npu_id} NIC has no device IP"))
+            add(Finding(host, device, WARNING, "no-device-ip", "nic", f"{name} NIC has no device IP"))
+    missing = {f.npu for f in report.findings if f.code == "npu-missing"}
+    # a missing device's own queries fail too; its npu-missing finding already says why (an A3 board is indexed by
+    # NPU id, not device: the filter above covers it)
+    report.findings[:] = [f for f in report.findings if not (
+        f.code == "collect-failed" and f.npu in missing and not (multi and f.component == "board"))]
 
 
 def majority_findings(reports: list[HostReport], manifest: StackManifest) -> None:

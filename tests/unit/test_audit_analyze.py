@@ -157,3 +157,89 @@ def test_thresholds(tmp_path, manifest):
     raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu2:temp=80", "node1.npu1:hbm-used=9000"))]
     assert {f.code for f in analyze(raws, manifest).findings} == {"hbm-in-use"}
     assert {f.code for f in analyze(raws, manifest, Thresholds(temp_c=75, hbm_used_mb=10000)).findings} == {"npu-hot"}
+
+
+ASCEND = Path(__file__).parents[1] / "data" / "ascend"
+
+
+def a3_raw(manifest, table="npu-smi-info-a3-healthy.txt", expected=16, link_down=(), name="a3node"):
+    """An Atlas 800T A3 host's collected outputs: 8 NPUs x 2 chips, so 16 devices. Per-device facts (hccn_tool)
+    answer for devices 0..15; the board answers for NPU ids 0..7 only (board.8.. name no NPU: npu-smi fails)."""
+    driver_info = catalog_package(manifest, "driver", manifest.artifact("driver").version).version_info
+    fw_info = catalog_package(manifest, "firmware", manifest.artifact("firmware").version).version_info
+    outputs = {"npu_smi_info": (0, (ASCEND / table).read_text()), "driver_version": (0, kv(driver_info)),
+               "firmware_version": (0, kv(fw_info)),
+               "toolkit_info": (0, kv(manifest.artifact("cann_toolkit").version_info)),
+               "kernels_info": (0, kv(manifest.artifact("cann_kernels").version_info)),
+               "nnal_info": (0, kv(manifest.artifact("cann_nnal").version_info, " : ")),
+               "python_stack": (0, json.dumps({
+                   "python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
+                   "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}))}
+    board = (ASCEND / "npu-smi-board-a3.txt").read_text()
+    board = board.replace("25.0.rc1.1", driver_info["Version"]).replace("7.7.0.1.231", fw_info["Version"])
+    for index in range(expected):
+        outputs[f"board.{index}"] = ((0, board.replace(": 0\n", f": {index}\n", 1)) if index < 8 else
+                                     (255, "(test) no NPU with this id\n"))
+        outputs[f"link.{index}"] = (0, f"link status: {'DOWN' if index in link_down else 'UP'}\n")
+        outputs[f"net_health.{index}"] = (0, "net health status: Success\n")
+        outputs[f"ip.{index}"] = (0, f"ipaddr:10.89.0.{index + 11}\nnetmask:255.255.255.0\n")
+    return HostRaw(name, expected, outputs)
+
+
+def test_a3_host_counts_16_devices_on_8_npus_and_is_clean(manifest):
+    """npus_per_node counts devices (one per chip), as Ray and verl do: an A3 with npus_per_node 16 is clean, and
+    the boards asked of device indexes 8..15 (no such NPU) are not findings."""
+    report = analyze([a3_raw(manifest)], manifest)
+    assert report.findings == []
+    host = report.to_dict()["hosts"]["a3node"]
+    jsonschema.validate(report.to_dict(), SCHEMA)
+    assert [n["id"] for n in host["npus"]] == list(range(16))
+    assert all(n["present"] and n["health"] == "OK" for n in host["npus"])
+    # both chips of NPU 7 (devices 14, 15) carry NPU 7's board
+    assert host["npus"][15]["firmware"] == manifest.artifact("firmware").version
+
+
+def test_a3_warning_on_chip_1_of_npu_3_is_a_finding_naming_it(manifest):
+    report = analyze([a3_raw(manifest, "npu-smi-info-a3-chip-warning.txt")], manifest)
+    assert [(f.code, f.npu, f.severity, f.expected, f.actual) for f in report.findings] == [
+        ("npu-unhealthy", 7, "error", "OK", "Warning")]
+    assert report.findings[0].message == "NPU 3 chip 1 (device 7) health is Warning"
+    assert 'dapo_npu_healthy{host="a3node",npu="7"} 0' in prometheus_text(report, manifest, now=1700000000)
+
+
+def test_a3_busy_chips_missing_chip_nic_and_count(manifest):
+    busy = analyze([a3_raw(manifest, "npu-smi-info-a3-processes.txt")], manifest)
+    assert sorted((f.code, f.npu) for f in busy.findings) == [("hbm-in-use", 0), ("hbm-in-use", 3)]
+    assert "NPU 1 chip 1 (device 3) already uses 41253 MB of HBM (processes running on it)" in [
+        f.message for f in busy.findings]
+
+    # the second chip of NPU 5 (device 11) vanished from npu-smi: a missing device, not a missing NPU
+    text = (ASCEND / "npu-smi-info-a3-healthy.txt").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(text) if line.startswith("| 1     11 "))
+    raw = a3_raw(manifest)
+    raw.outputs["npu_smi_info"] = (0, "".join(text[:at - 1] + text[at + 2:]))
+    missing = analyze([raw], manifest)
+    assert [(f.code, f.npu, f.expected, f.actual) for f in missing.findings] == [("npu-missing", 11, "16", "15")]
+    assert missing.findings[0].message == "device 11 is missing (15 of 16 devices answer npu-smi)"
+
+    # a device's NIC is judged at the device index and named by NPU and chip
+    down = analyze([a3_raw(manifest, link_down=(9,))], manifest)
+    assert [(f.code, f.npu, f.message) for f in down.findings] == [
+        ("link-down", 9, "NPU 4 chip 1 (device 9) NIC link is DOWN")]
+
+    # an inventory that counts A3 cards (8) instead of devices (16) is told so
+    cards = analyze([a3_raw(manifest, expected=8)], manifest)
+    assert [(f.code, f.severity, f.expected, f.actual) for f in cards.findings] == [
+        ("npu-count-mismatch", "warning", "8", "16")]
+    assert "16 devices (8 NPUs x 2 chips)" in cards.findings[0].message
+    # a bundle that does not say how many devices it expects (0) is not told it has too many
+    assert analyze([a3_raw(manifest, expected=0)], manifest).findings == []
+
+
+def test_a3_board_off_pin_is_one_finding_per_npu(manifest):
+    raw = a3_raw(manifest)
+    rc, text = raw.outputs["board.2"]
+    raw.outputs["board.2"] = (rc, text.replace(manifest.artifact("firmware").version, "7.5.0.1.129"))
+    report = analyze([raw], manifest)
+    assert [(f.code, f.npu) for f in report.findings] == [("npu-firmware-off-pin", 4)]
+    assert report.findings[0].message.startswith("NPU 2 (devices 4, 5) runs firmware 7.5.0.1.129")

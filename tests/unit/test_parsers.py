@@ -49,6 +49,105 @@ def test_npu_smi_info_malformed_names_command_and_line(data_dir, mutate, reason)
     assert reason in str(err.value)
 
 
+A3 = ("npu-smi-info-a3-healthy.txt", "npu-smi-info-a3-chip-warning.txt", "npu-smi-info-a3-processes.txt",
+      "npu-smi-info-a3-wide.txt")
+
+
+def test_npu_smi_info_910b_has_one_device_per_npu(data_dir):
+    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    assert not info.multi_chip
+    assert [(c.npu_id, c.chip_id, c.phy_id, c.device_id) for c in info.chips] == [(n, 0, None, n) for n in range(8)]
+    assert info.device_ids == info.npu_ids == list(range(8))
+
+
+def test_npu_smi_info_a3_16_chips_on_8_npus(data_dir):
+    """Atlas 800T A3: two row-pairs per NPU, 'Chip  Phy-ID' header, '-' power on the second chip."""
+    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-healthy.txt"))
+    assert info.multi_chip
+    assert info.npu_ids == list(range(8)) and info.device_ids == list(range(16))
+    assert [(c.npu_id, c.chip_id, c.phy_id) for c in info.chips] == [
+        (n, k, 2 * n + k) for n in range(8) for k in (0, 1)]
+    assert {c.name for c in info.chips} == {"Ascend910"} and {c.health for c in info.chips} == {"OK"}
+    first, second = info.chips_of(0)
+    assert first.power_w == pytest.approx(171.2) and second.power_w is None
+    assert (first.temp_c, second.temp_c) == (35, 36)
+    assert (second.bus_id, second.hbm_used_mb, second.hbm_total_mb) == ("0000:43:00.0", 2887, 65536)
+    assert info.processes == ()
+
+
+def test_npu_smi_info_a3_warning_on_one_chip(data_dir):
+    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
+    assert [(c.npu_id, c.chip_id, c.phy_id, c.health) for c in info.chips if c.health != "OK"] == [(3, 1, 7, "Warning")]
+    assert info.chips_of(3)[0].health == "OK"
+
+
+@pytest.mark.parametrize("sample", ["npu-smi-info-a3-processes.txt", "npu-smi-info-a3-wide.txt"])
+def test_npu_smi_info_a3_processes_name_npu_and_chip(data_dir, sample):
+    """The A3 process table names NPU and chip; 26.x widens the cells and adds 'Process id in container'."""
+    info = p.parse_npu_smi_info(read(data_dir, sample))
+    expected = [(0, 0, 20481, "python", 38016), (1, 1, 20533, "VLLMWorker_TP", 38096), (1, 1, 20534, "", 512)]
+    wide = sample.endswith("wide.txt")
+    assert info.npu_smi_version == ("26.0.rc1" if wide else "25.0.rc1.1")
+    assert [(x.npu_id, x.chip_id, x.pid, x.name, x.memory_mb) for x in info.processes] == expected[:1 if wide else 3]
+    busy = {(c.npu_id, c.chip_id): (c.hbm_used_mb, c.aicore_pct) for c in info.chips if c.hbm_used_mb > 8192}
+    assert busy == {(0, 0): (41250, 37), (1, 1): (41253, 37)}
+    assert len(info.chips) == 16
+
+
+def _respace(text: str, how: str) -> str:
+    import re
+
+    if how == "single":  # every run of spaces becomes one: the cell padding is gone
+        return re.sub(r" {2,}", " ", text)
+    if how == "padded":  # more padding around every bar, and trailing blanks after the row
+        return "\n".join(re.sub(r"\|", "  |  ", line).strip() + "   " if line.startswith("|") else line
+                         for line in text.splitlines())
+    if how == "one-space-header":
+        return text.replace("| Chip  Phy-ID              |", "| Chip Phy-ID               |")
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("sample", ["npu-smi-info-8npu-processes.txt", *A3])
+@pytest.mark.parametrize("how", ["single", "padded", "one-space-header"])
+def test_npu_smi_info_spacing_does_not_matter(data_dir, sample, how):
+    text = read(data_dir, sample)
+    assert p.parse_npu_smi_info(_respace(text, how)) == p.parse_npu_smi_info(text)
+
+
+def test_npu_smi_info_chip_name_with_suffix(data_dir):
+    text = read(data_dir, "npu-smi-info-8npu-processes.txt").replace("910B3  ", "910B4-1")
+    assert {c.name for c in p.parse_npu_smi_info(text).chips} == {"910B4-1"}
+    a3 = read(data_dir, "npu-smi-info-a3-healthy.txt").replace("Ascend910  ", "910B4-1    ")
+    assert {c.name for c in p.parse_npu_smi_info(a3).chips} == {"910B4-1"}
+
+
+@pytest.mark.parametrize("sample, old, new, reason", [
+    ("npu-smi-info-a3-healthy.txt", "| 1     1                   | 0000:43", "| 1                         | 0000:43",
+     "expected the chip row ('Chip Phy-ID') after an NPU row"),
+    ("npu-smi-info-a3-healthy.txt", "| 1     1                   | 0000:43", "| 1     0                   | 0000:43",
+     "Phy-ID 0 is listed twice"),
+    ("npu-smi-info-a3-healthy.txt", "| 1     1                   | 0000:43", "| 0     1                   | 0000:43",
+     "NPU 0 chip 0 is listed twice"),
+    ("npu-smi-info-a3-healthy.txt", "| 1     1                   | 0000:43", "| 1     x                   | 0000:43",
+     "Phy-ID is not an integer"),
+    ("npu-smi-info-a3-healthy.txt", "| Chip  Phy-ID              |", "| Chip  Slot                |",
+     "unknown chip header column 'Slot'"),
+    ("npu-smi-info-a3-healthy.txt", "| -           36", "| -           hot", "Temp(C)"),
+    ("npu-smi-info-a3-wide.txt", "| 38016                 | NA                      |", "| 38016                 |",
+     "expected 5 cells in a process row, got 4"),
+    ("npu-smi-info-8npu-processes.txt",
+     "| 0                         | 0000:C1", "| 0     0                   | 0000:C1",
+     "expected the chip row ('Chip') after an NPU row"),
+])
+def test_npu_smi_info_a3_malformed(data_dir, sample, old, new, reason):
+    text = read(data_dir, sample)
+    assert old in text
+    with pytest.raises(ParseError) as err:
+        p.parse_npu_smi_info(text.replace(old, new, 1))
+    assert err.value.command == "npu-smi info"
+    assert reason in str(err.value)
+
+
 def test_npu_smi_list(data_dir):
     parsed = p.parse_npu_smi_list(read(data_dir, "npu-smi-list.txt"))
     assert parsed.total_count == 8
@@ -86,6 +185,26 @@ def test_npu_smi_board(data_dir):
         p.parse_npu_smi_board("\tSoftware Version               : 25.5.1\n")
     with pytest.raises(ParseError, match="key : value"):
         p.parse_npu_smi_board("npu-smi: command not found\n")
+    assert (board.chip_count, board.chip_id) == (1, None)
+
+
+def test_npu_smi_board_a3(data_dir):
+    """A3: `-t board -i N` reports Chip Count 2; `-i N -c CHIP` is one chip (no driver, no Compatibility)."""
+    board = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt"))
+    assert (board.npu_id, board.chip_count, board.chip_id) == (0, 2, None)
+    assert (board.software_version, board.firmware_version, board.compatibility) == ("25.0.rc1.1", "7.7.0.1.231", "OK")
+    chip = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3-chip.txt"), "npu-smi info -t board -i 0 -c 1")
+    assert (chip.npu_id, chip.chip_id, chip.chip_name, chip.chip_count) == (0, 1, "Ascend910", None)
+    assert (chip.software_version, chip.firmware_version, chip.compatibility) == (None, "7.7.0.1.231", None)
+    # a chip block after the NPU's own block does not override the NPU's values
+    chip_block = read(data_dir, "npu-smi-board-a3-chip.txt").replace("7.7.0.1.231", "9.9.9")
+    both = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt") + "\n" + chip_block)
+    assert (both.firmware_version, both.chip_count, both.chip_id) == ("7.7.0.1.231", 2, 1)
+    for bad, reason in (("0", "at least one chip"), ("two", "Chip Count is not an integer")):
+        text = read(data_dir, "npu-smi-board-a3.txt").replace("Chip Count                     : 2",
+                                                              f"Chip Count                     : {bad}")
+        with pytest.raises(ParseError, match=reason):
+            p.parse_npu_smi_board(text)
 
 
 def test_npu_smi_health(data_dir):
@@ -168,6 +287,11 @@ PARSERS = [
     (p.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
     (p.parse_npu_smi_list, "npu-smi-list.txt"),
     (p.parse_npu_smi_board, "npu-smi-board.txt"),
+    (p.parse_npu_smi_info, "npu-smi-info-a3-healthy.txt"),
+    (p.parse_npu_smi_info, "npu-smi-info-a3-processes.txt"),
+    (p.parse_npu_smi_info, "npu-smi-info-a3-wide.txt"),
+    (p.parse_npu_smi_board, "npu-smi-board-a3.txt"),
+    (p.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
     (p.parse_npu_smi_health, "npu-smi-health.txt"),
     (p.parse_npu_smi_temp, "npu-smi-temp.txt"),
     (p.parse_version_info, "driver-version.info"),
@@ -201,3 +325,23 @@ def test_truncated_and_mangled_input_only_ever_raises_parse_error(data_dir, pars
             parser(candidate)
         except ParseError:
             pass
+
+
+def test_ansible_filter_keeps_its_shape_and_names_each_chip(data_dir):
+    """filter_plugins/dapo_ops.py dapo_npu_smi_info: the keys Ansible reads stay; an A3 entry also names its chip."""
+    import importlib.util
+
+    from dapo_ops.paths import PROJECT_ROOT
+
+    spec = importlib.util.spec_from_file_location("dapo_filters_a3", PROJECT_ROOT / "filter_plugins" / "dapo_ops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    npu_smi_info = module.FilterModule().filters()["dapo_npu_smi_info"]
+    b = npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    assert b["driver_version"] == "25.0.rc1.1"
+    keys = ("id", "name", "health", "temp_c", "hbm_used_mb", "hbm_total_mb", "bus_id")
+    assert {k: b["npus"][0][k] for k in keys} == {
+        "id": 0, "name": "910B3", "health": "OK", "temp_c": 55, "hbm_used_mb": 60478, "hbm_total_mb": 65536,
+        "bus_id": "0000:C1:00.0"}
+    a3 = npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
+    assert [(n["id"], n["chip_id"], n["device_id"]) for n in a3["npus"] if n["health"] != "OK"] == [(3, 1, 7)]
