@@ -1,7 +1,14 @@
 # Stand-in for a vendor .run installer (driver, firmware, CANN toolkit / kernels / nnal) in the dapo-ops
 # simulated fleet. Flags, messages, version files and exit codes follow shared/reference/ascend.md §2.
 # Exit codes: 0 done; 2 done, reboot required (the real packages' meaning of 2 is undocumented; ascend-deployer
-# treats 0 and 2 as success); 1 failed. PACKAGE (prepended by the builder) describes the package.
+# `library/process_npu.py` takes ok_returns=[0, 2] and then asks for a reboot); 1 failed. PACKAGE (prepended by the
+# builder) describes the package.
+# Reboot: exit 2 always comes with the real "reboot" line (ascend.md §2.3, from the public 910B setup blog, the driver
+# install scripts and a public RPM install log): the driver when it cannot hot-reset, i.e. a driver is loaded (an
+# upgrade, a --force reinstall, an uninstall): "[WARNING]Kernel modules can not be removed, reboot needed..." then
+# "Reboot needed for installation/upgrade to take effect!"; the firmware after every install or upgrade: "Reboot
+# now or after driver installation for the installation/upgrade to take effect."; a first driver install with
+# nothing loaded exits 0 with "The new version takes effect immediately.".
 import datetime
 import json
 import os
@@ -151,9 +158,13 @@ def driver(action, flags, values, root):
         for p in ("/usr/local/sbin/npu-smi",):
             if os.path.exists(p):
                 os.remove(p)
+        if not hw["driver"].get("loaded"):
+            say("INFO", "Driver package uninstalled successfully!")
+            operation(action, "ok")
+            return 0
         say("INFO", "Driver package uninstalled successfully! Reboot needed for uninstallation to take effect!")
-        operation(action, "ok")
-        return 0
+        operation(action, "ok, reboot needed")
+        return 2
     if action == "--full" and installed is not None and "--force" not in flags:
         fail("Driver package has been installed (version %s), please use --upgrade." % installed.get("Version"))
     if action == "--upgrade" and installed is None:
