@@ -89,6 +89,12 @@ def satisfies(dist, spec):
     return SpecifierSet(spec).contains(dist["version"], prereleases=True)
 
 
+def unsatisfied(dists, specs):
+    """The pip requirements ('attrs==25.4.0') among specs (distribution -> specifier, in order) that the installed
+    distributions (as dapo_pip_dists reports them) do not satisfy."""
+    return [f"{name}{spec}" for name, spec in (specs or {}).items() if not satisfies((dists or {}).get(name), spec)]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -102,5 +108,6 @@ class FilterModule:
             "dapo_python_stack_problems": python_stack_problems,
             "dapo_hccn_ip": hccn_ip,
             "dapo_satisfies": satisfies,
+            "dapo_unsatisfied": unsatisfied,
             "dapo_hccn_problems": hccn_problems,
         }

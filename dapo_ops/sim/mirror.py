@@ -5,6 +5,7 @@ Layout under the mirror root (served as-is):
     simple/<project>/index.html      PEP 503 index -> files/<wheel>
     files/<wheel>                    real wheels (cached from the registry) and stand-in wheels
     git/<name>.git                   bare repositories (smart HTTP, shallow clones work): vllm, vllm-ascend, verl
+    conda/<subdir>/repodata.json     a conda channel with the pinned Python (for dapo_conda_channel)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim import artifacts, repos, wheels
+from dapo_ops.sim import artifacts, conda_channel, repos, wheels
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> Mirr
     """Build (or refresh) the mirror content; real wheels come from the cache, fetched on first use."""
     layout = MirrorLayout(root)
     artifacts.write_pinned(manifest, layout.artifacts)
+    conda_channel.write_channel(root / "conda", manifest)
     real = wheels.fetch_real_wheels(cache / "wheels", manifest, log)
     standins = wheels.standin_wheels(cache / "standin-wheels", manifest)
     if layout.files.exists():

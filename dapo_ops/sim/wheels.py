@@ -16,8 +16,16 @@ from pathlib import Path
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
 
-# Real wheels: light enough to serve for real (Ray runs for real on the simulated fleet).
+# Real wheels: light enough to serve for real (Ray runs for real on the simulated fleet). CANN's Python
+# dependencies (stack manifest python.cann_deps) are added at their pins and replace the unpinned names here.
 REAL_WHEELS_DEPS = ["hydra-core>=1.3,<1.4", "omegaconf>=2.3,<2.4", "protobuf", "pyyaml", "setuptools>=68", "wheel"]
+# What the real torchvision wheel requires besides torch (the pinned torchvision's cp311 manylinux_2_28_aarch64
+# wheel, METADATA: `Requires-Dist: numpy`, `torch (==<the pinned torch>)`, `pillow (!=8.3.*,>=5.3.0)`): served
+# for real.
+TORCHVISION_REQUIRES = ["numpy", "pillow!=8.3.*,>=5.3.0"]
+# The CUDA triton that third-party packages pull in (the pinned torch's x86_64 wheel requires triton==3.3.1); verl's
+# Ascend quick start removes it before installing triton-ascend. Not a stack pin: the stack must not have it.
+TRITON_CUDA_VERSION = "3.3.1"
 # Published as an sdist only (hydra/omegaconf need it): built into a wheel in the cache.
 SDIST_ONLY = ["antlr4-python3-runtime==4.9.3"]
 REAL_WHEELS_NODEPS: list[str] = []
@@ -104,9 +112,52 @@ if not os.environ.get("ASCEND_TOOLKIT_HOME"):
 '''
 
 
+TORCHVISION_INIT = '''"""torchvision stand-in (dapo-ops simulated fleet). Like the real wheel (METADATA
+`Requires-Dist: torch (==X.Y.Z)`, one torch release per torchvision release) it is built against one torch; with
+another torch its C++ operators do not register and the import fails as the real one does."""
+__version__ = "{version}"
+_TORCH = "{torch}"
+
+import torch
+
+if torch.__version__.split("+")[0] != _TORCH:
+    raise RuntimeError("operator torchvision::nms does not exist (torchvision %s needs torch %s, found %s)"
+                       % (__version__, _TORCH, torch.__version__))
+'''
+
+# triton-ascend's wheel (the pinned release's cp311 manylinux_2_27_aarch64.manylinux_2_28_aarch64 wheel, read from
+# the package registry): distribution "triton-ascend", no Requires-Dist, top-level package `triton` whose __init__
+# gives the release without its rc suffix as __version__, and which carries triton/backends/ascend. The CUDA
+# `triton` distribution installs the same `triton/__init__.py`: whichever is installed last owns it, and
+# uninstalling either deletes it (hence the recipe's `pip uninstall -y triton triton-ascend` first).
+TRITON_INIT = '''"""triton stand-in (dapo-ops simulated fleet): {what}."""
+__version__ = "{version}"
+'''
+
+
+def triton_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
+    from packaging.version import Version
+
+    pinned = manifest.pinned_version("triton_ascend")
+    ascend = build_wheel(directory, "triton-ascend", pinned, {
+        "triton/__init__.py": TRITON_INIT.format(what="the Ascend backend build (triton-ascend)",
+                                                 version=Version(pinned).base_version),
+        "triton/backends/__init__.py": "",
+        "triton/backends/ascend/__init__.py": "",
+    })
+    cuda = build_wheel(directory, "triton", TRITON_CUDA_VERSION, {
+        "triton/__init__.py": TRITON_INIT.format(what="the CUDA build that third-party packages pull in",
+                                                 version=TRITON_CUDA_VERSION),
+        "triton/backends/__init__.py": "",
+        "triton/backends/nvidia/__init__.py": "",
+    })
+    return [ascend, cuda]
+
+
 def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
     torch = manifest.pinned_version("torch")
     torch_npu = manifest.pinned_version("torch_npu")
+    torchvision = manifest.pinned_version("torchvision")
     vllm = manifest.source("vllm").version
     vllm_ascend = manifest.source("vllm_ascend").version
     wheels = [
@@ -124,21 +175,62 @@ def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
                     {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n'},
                     requires=[f"vllm=={vllm}", f"torch-npu=={vllm_ascend_torch_npu(manifest)}"]),
     ]
+    wheels.append(build_wheel(directory, "torchvision", torchvision,
+                              {"torchvision/__init__.py": TORCHVISION_INIT.format(version=torchvision, torch=torch)},
+                              requires=[*TORCHVISION_REQUIRES, f"torch=={torch}"]))
+    wheels += triton_wheels(directory, manifest)
     return wheels
 
 
+def cann_deps(manifest: StackManifest) -> dict[str, str]:
+    """CANN's Python dependencies (stack manifest python.cann_deps): distribution -> pip specifier."""
+    return {str(k): str(v) for k, v in ((manifest.raw.get("python") or {}).get("cann_deps") or {}).items()}
+
+
+def _requirement_name(requirement: str) -> str:
+    return _normalize(re.split(r"[<>=!~\[;\s]", requirement, maxsplit=1)[0])
+
+
 def real_requirements(manifest: StackManifest) -> tuple[list[str], list[str]]:
-    deps = [f"ray[default]{manifest.packages['ray']}", f"numpy{manifest.packages['numpy']}", *REAL_WHEELS_DEPS]
+    pinned = cann_deps(manifest)
+    names = {_normalize(name) for name in pinned} | {"numpy", "ray"}
+    unpinned = [r for r in REAL_WHEELS_DEPS + TORCHVISION_REQUIRES if _requirement_name(r) not in names]
+    deps = [f"ray[default]{manifest.packages['ray']}", f"numpy{manifest.packages['numpy']}",
+            *dict.fromkeys(unpinned), *(f"{name}{spec}" for name, spec in pinned.items())]
     nodeps = [f"verl=={manifest.source('verl').version}", *REAL_WHEELS_NODEPS]
     return deps, nodeps
 
 
+def _resolved_files(cache: Path, requirements: list[str], no_deps: bool, log: Path) -> list[str]:
+    """The wheel files pip picks from the cache for these requirements (a dry run against the cache alone, with no
+    pip configuration), so the mirror serves one consistent set even when the cache holds wheels of an earlier
+    requirement set (a second protobuf, say, that a later `pip install` would prefer over the pinned one)."""
+    import json
+    import tempfile
+    from urllib.parse import unquote, urlparse
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--quiet",
+               "--disable-pip-version-check", "--find-links", str(cache), "--report", str(report),
+               *(["--no-deps"] if no_deps else []), *requirements]
+        with open(log, "ab") as out:
+            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode != 0:
+                raise SimError(f"the cached wheels do not satisfy {' '.join(requirements)}; see {log}")
+        items = json.loads(report.read_text())["install"]
+    return sorted(Path(unquote(urlparse(i["download_info"]["url"]).path)).name for i in items)
+
+
 def fetch_real_wheels(cache: Path, manifest: StackManifest, log: Path) -> list[Path]:
-    """pip download the real wheels into cache (once; a marker records the requirement set)."""
+    """pip download the real wheels into cache (once; a marker records the requirement set and the files that
+    satisfy it, which are the ones served)."""
     deps, nodeps = real_requirements(manifest)
-    key = hashlib.sha256("\n".join(deps + ["--no-deps"] + nodeps).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join(["resolved-v2", *deps, "--no-deps", *nodeps]).encode()).hexdigest()[:16]
     marker = cache / f".complete-{key}"
-    if not marker.exists():
+    files = marker.read_text().split() if marker.exists() else []
+    if not files or not all((cache / name).is_file() for name in files):
         cache.mkdir(parents=True, exist_ok=True)
         built = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps",
                  "--wheel-dir", str(cache), *SDIST_ONLY]
@@ -152,8 +244,9 @@ def fetch_real_wheels(cache: Path, manifest: StackManifest, log: Path) -> list[P
                 result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
             if result.returncode != 0:
                 raise SimError(f"could not fetch wheels for the simulated mirror ({' '.join(reqs)}); see {log}")
-        marker.write_text("\n".join(deps + nodeps) + "\n")
-    return sorted(p for p in cache.iterdir() if p.suffix == ".whl")
+        files = sorted(set(_resolved_files(cache, deps, False, log) + _resolved_files(cache, nodeps, True, log)))
+        marker.write_text("\n".join(files) + "\n")
+    return [cache / name for name in files]
 
 
 def _project_of(wheel: Path) -> str:

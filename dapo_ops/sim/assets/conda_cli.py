@@ -1,16 +1,44 @@
 #!/usr/bin/python3
 # Stand-in for the `conda` command of a Miniconda install, built on venv (Miniconda cannot be downloaded in the
-# dapo-ops simulated fleet). Supports what the dapo-ops roles use: --version, create -n NAME python=X.Y [-y],
-# run -n NAME CMD..., env list / info --envs, env remove -n NAME [-y].
+# dapo-ops simulated fleet). Supports what the dapo-ops roles use: --version, create -n NAME python=X.Y [-y]
+# [--offline] [-c URL ... [--override-channels]], run -n NAME CMD..., env list / info --envs, env remove -n NAME [-y].
+#
+# Channels behave as in conda 24.7.1 (conda/conda tag 24.7.1):
+# - `defaults` is https://repo.anaconda.com/pkgs/main and /pkgs/r (conda/base/constants.py DEFAULT_CHANNELS_UNIX),
+#   or the comma-separated CONDA_DEFAULT_CHANNELS (conda reads every setting from CONDA_<NAME>); -c adds channels
+#   before it; --override-channels drops it and requires -c (conda/base/context.py `channels`: "At least one -c /
+#   --channel flag must be supplied when using --override-channels.").
+# - every channel's <subdir>/repodata.json and noarch/repodata.json are fetched; an unreachable one fails the
+#   command with CondaHTTPError "HTTP 000 CONNECTION FAILED" (conda/gateways/repodata/__init__.py
+#   conda_http_errors, conda/exceptions.py CondaHTTPError), as on a node with no route to the channel.
+# - --offline (or CONDA_OFFLINE=true) drops every channel that is not file:// ("Filters out all channel URLs that
+#   do not use the file:// protocol", docs/source/user-guide/configuration/settings.rst `offline`) and adds the
+#   package cache PREFIX/pkgs to the index (conda/core/index.py get_reduced_index: _supplement_index_with_cache
+#   when context.offline; conda-libmamba-solver PR #423 "Enable --offline installs from pkgs_dirs").
+# - a spec nothing provides fails with PackagesNotFoundError (conda/exceptions.py).
+import argparse
+import glob
+import json
 import os
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 PREFIX = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENVS = os.path.join(PREFIX, "envs")
+PKGS = os.path.join(PREFIX, "pkgs")
 CONDA_VERSION = "__CONDA_VERSION__"
+SUBDIR = "__CONDA_SUBDIR__"
 BASE_PYTHON = "/usr/bin/python3"
+DEFAULT_CHANNELS = ("https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r")
+CHANNEL_ALIAS = "https://conda.anaconda.org"
+CONNECT_TIMEOUT = 9.15  # conda's remote_connect_timeout_secs default
+
+
+class CondaError(Exception):
+    pass
 
 
 def base_python_version():
@@ -34,29 +62,140 @@ def env_prefix(name):
     return PREFIX if name == "base" else os.path.join(ENVS, name)
 
 
+def _truthy(value):
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def channel_urls(channels, override):
+    """The channel URLs conda would search, in order."""
+    if override and not channels:
+        raise CondaError("ArgumentError: At least one -c / --channel flag must be supplied when using "
+                         "--override-channels.")
+    names = list(channels) + ([] if override else ["defaults"])
+    urls = []
+    for name in names:
+        if name == "defaults":
+            env = os.environ.get("CONDA_DEFAULT_CHANNELS", "")
+            expanded = [c.strip() for c in env.split(",") if c.strip()] or list(DEFAULT_CHANNELS)
+        elif "://" in name:
+            expanded = [name]
+        else:
+            expanded = [CHANNEL_ALIAS + "/" + name]
+        urls += [u.rstrip("/") for u in expanded if u.rstrip("/") not in urls]
+    return urls
+
+
+def fetch_repodata(url):
+    """One channel subdir's repodata.json, as conda fetches it; errors as conda reports them."""
+    full = url + "/repodata.json"
+    try:
+        with urllib.request.urlopen(full, timeout=CONNECT_TIMEOUT) as response:
+            return json.loads(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (403, 404):
+            raise CondaError("UnavailableInvalidChannel: HTTP %d %s for channel %s <%s>\n\nThe channel is not "
+                             "accessible or is invalid." % (exc.code, str(exc.reason).upper(),
+                                                            url.rsplit("/", 1)[0], url.rsplit("/", 1)[0]))
+        status, reason = exc.code, str(exc.reason).upper()
+    except (urllib.error.URLError, OSError, ValueError):
+        status, reason = "000", "CONNECTION FAILED"
+    if url.startswith("https://repo.anaconda.com/"):
+        hint = ("\nIf your current network has https://repo.anaconda.com blocked, please file\n"
+                "a support request with your network engineering team.\n\n")
+    else:
+        hint = ""
+    raise CondaError("CondaHTTPError: HTTP %s %s for url <%s>\nElapsed: -\n\nAn HTTP error occurred when trying to "
+                     "retrieve this URL.\nHTTP errors are often intermittent, and a simple retry will get you on your "
+                     "way.\n%s'%s'\n" % (status, reason, full, hint, url))
+
+
+def cached_records():
+    """The package cache the installer left (PREFIX/pkgs/<dist>/info/index.json)."""
+    records = []
+    for path in sorted(glob.glob(os.path.join(PKGS, "*", "info", "index.json"))):
+        try:
+            with open(path) as f:
+                records.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def index(urls, offline):
+    records = []
+    for url in urls:
+        if offline and not url.startswith("file://"):
+            continue
+        for subdir in (SUBDIR, "noarch"):
+            data = fetch_repodata(url + "/" + subdir)
+            for group in ("packages", "packages.conda"):
+                records += list((data.get(group) or {}).values())
+    if offline:
+        records += cached_records()
+    return records
+
+
+def matches(record, name, version):
+    if record.get("name") != name:
+        return False
+    have = str(record.get("version", ""))
+    return not version or have == version or have.startswith(version + ".")
+
+
 def create(args):
-    name = take(args, "-n", "--name")
-    yes = any(a in args for a in ("-y", "--yes"))
-    specs = [a for a in args if not a.startswith("-")]
+    parser = argparse.ArgumentParser(prog="conda create", add_help=False)
+    parser.add_argument("-n", "--name")
+    parser.add_argument("-y", "--yes", action="store_true")
+    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--offline", action="store_true")
+    parser.add_argument("-c", "--channel", action="append", default=[])
+    parser.add_argument("--override-channels", action="store_true")
+    parser.add_argument("specs", nargs="*")
+    opts = parser.parse_args(args)
+    name = opts.name
     if not name:
-        print("CondaValueError: either -n NAME or -p PREFIX option required,\ntry \"conda create -h\" for more details")
+        print("CondaValueError: either -n NAME or -p PREFIX option required,\ntry \"conda create -h\" for more details",
+              file=sys.stderr)
         return 1
-    python = [s for s in specs if s.startswith("python")]
-    others = [s for s in specs if not s.startswith("python")]
-    if others:
-        print("PackagesNotFoundError: The following packages are not available from current channels:\n\n  - "
-              + "\n  - ".join(others))
+    offline = opts.offline or _truthy(os.environ.get("CONDA_OFFLINE", ""))
+    try:
+        urls = channel_urls(opts.channel, opts.override_channels)
+        shown = [c for c in opts.channel] + ([] if opts.override_channels else ["defaults"])
+        print("Channels:\n" + "".join(" - %s\n" % c for c in shown) + "Platform: %s" % SUBDIR)
+        print("Collecting package metadata (repodata.json): ...", end=" ")
+        try:
+            records = index(urls, offline)
+        except CondaError:
+            print("failed\n")
+            raise
+        print("done")
+        specs = [s for s in opts.specs]
+        wanted = {}
+        for spec in specs:
+            pkg, _, version = spec.partition("=")
+            wanted[pkg] = version.lstrip("=")
+        missing = [s for s in specs if not any(matches(r, s.partition("=")[0], wanted[s.partition("=")[0]])
+                                               for r in records)]
+        have = base_python_version()
+        if "python" in wanted and not missing:
+            version = wanted["python"] or have
+            if not (version == have or version.startswith(have + ".") or have.startswith(version + ".")):
+                missing.append("python=%s" % version)
+        unsupported = [s for s in specs if s.partition("=")[0] != "python"]
+        if unsupported and not missing:
+            missing = unsupported  # the stand-in can only create a Python environment
+        if missing:
+            listed = [u + "/" + d for u in urls if not (offline and not u.startswith("file://"))
+                      for d in (SUBDIR, "noarch")]
+            raise CondaError("PackagesNotFoundError: The following packages are not available from current "
+                             "channels:\n\n" + "".join("  - %s\n" % m for m in missing) + "\nCurrent channels:\n\n"
+                             + "".join("  - %s\n" % u for u in listed))
+    except CondaError as exc:
+        print("\n" + str(exc), file=sys.stderr)
         return 1
-    have = base_python_version()
-    if python:
-        wanted = python[0].split("=", 1)[1].lstrip("=") if "=" in python[0] else have
-        if not (wanted == have or wanted.startswith(have + ".")):
-            print("PackagesNotFoundError: The following packages are not available from current channels:\n\n"
-                  "  - python=%s" % wanted)
-            return 1
     target = env_prefix(name)
     if os.path.exists(target):
-        if not yes:
+        if not opts.yes:
             print("CondaSystemExit: A conda environment already exists at '%s'; pass -y to replace it" % target)
             return 1
         print("WARNING: A conda environment already exists at '%s'\nRemove existing environment: y" % target)
@@ -65,7 +204,7 @@ def create(args):
     subprocess.run([BASE_PYTHON, "-m", "venv", target], check=True)
     os.makedirs(os.path.join(target, "conda-meta"), exist_ok=True)
     with open(os.path.join(target, "conda-meta", "history"), "w") as f:
-        f.write("# cmd: conda create -n %s %s\n" % (name, " ".join(specs)))
+        f.write("# cmd: conda create %s\n" % " ".join(args))
     print("#\n# To activate this environment, use\n#\n#     $ conda activate %s\n#" % name)
     return 0
 

@@ -1,6 +1,16 @@
-# Stand-in for a Miniconda installer (`bash Miniconda3-...sh -b -p PREFIX [-u]`) in the dapo-ops simulated fleet,
-# built on venv because Miniconda cannot be downloaded there. PACKAGE and CONDA_CLI are prepended by the builder.
+# Stand-in for a Miniconda installer (`bash Miniconda3-...sh -b [-k] -p PREFIX [-u]`) in the dapo-ops simulated
+# fleet, built on venv because Miniconda cannot be downloaded there. PACKAGE and CONDA_CLI are prepended by the builder.
+#
+# The package cache: a constructor-built installer unpacks its conda packages into PREFIX/pkgs, installs the base
+# environment from them and then, unless the installer was built with `keep_pkgs: true` or run with -k ("do not
+# clear the package cache after installation"), removes PREFIX/pkgs (conda/constructor constructor/header.sh:
+# getopts "bifhkp:s...", `if [ "$KEEP_PKGS" = "0" ]; then rm -rf "$PREFIX"/pkgs`; CONSTRUCT.md `keep_pkgs`, default
+# false). This stand-in models that default. What it leaves in pkgs/ are the records `conda create --offline
+# python=X.Y` needs: the base environment's python and pip (pkgs/<name>-<version>-<build>/info/index.json).
+import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
 
@@ -10,12 +20,14 @@ args = sys.argv[2:]
 
 def usage():
     print("usage: %s [options]\n\n-b           run install in batch mode (without manual intervention)\n"
+          "-k           do not clear the package cache after installation\n"
           "-p PREFIX    install prefix, defaults to $HOME/miniconda3\n-u           update an existing installation"
           % os.path.basename(RUN_FILE))
 
 
 batch = "-b" in args
 update = "-u" in args
+keep_pkgs = "-k" in args
 prefix = os.path.expanduser("~/miniconda3")
 i = 0
 while i < len(args):
@@ -26,7 +38,7 @@ while i < len(args):
         prefix = args[i + 1]
         i += 2
         continue
-    if args[i] not in ("-b", "-u", "-f"):
+    if args[i] not in ("-b", "-u", "-f", "-k"):
         if args[i] in ("-h", "--help"):
             usage()
             sys.exit(0)
@@ -45,10 +57,31 @@ print("PREFIX=%s\nUnpacking payload ..." % prefix)
 subprocess.run(["/usr/bin/python3", "-m", "venv", prefix], check=True)
 os.makedirs(os.path.join(prefix, "conda-meta"), exist_ok=True)
 os.makedirs(os.path.join(prefix, "envs"), exist_ok=True)
+subdir = {"aarch64": "linux-aarch64", "x86_64": "linux-64"}.get(PACKAGE.get("arch"), "linux-aarch64")
 conda = os.path.join(prefix, "bin", "conda")
 with open(conda, "w") as f:
-    f.write(CONDA_CLI.replace("__CONDA_VERSION__", PACKAGE["conda_version"]))
+    f.write(CONDA_CLI.replace("__CONDA_VERSION__", PACKAGE["conda_version"]).replace("__CONDA_SUBDIR__", subdir))
 os.chmod(conda, 0o755)
+pkgs = os.path.join(prefix, "pkgs")
+base = {"python": platform.python_version()}
+pip = subprocess.run([os.path.join(prefix, "bin", "python"), "-c", "import pip; print(pip.__version__)"],
+                     capture_output=True, text=True)
+if pip.returncode == 0:
+    base["pip"] = pip.stdout.strip()
+urls = []
+for name, version in base.items():
+    build = "dapo_0"
+    record = {"name": name, "version": version, "build": build, "build_number": 0, "subdir": subdir,
+              "channel": "https://repo.anaconda.com/pkgs/main", "depends": []}
+    info = os.path.join(pkgs, "%s-%s-%s" % (name, version, build), "info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "index.json"), "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    urls.append("https://repo.anaconda.com/pkgs/main/%s/%s-%s-%s.conda" % (subdir, name, version, build))
+with open(os.path.join(pkgs, "urls.txt"), "w") as f:
+    f.write("\n".join(urls) + "\n")
+if not keep_pkgs:
+    shutil.rmtree(pkgs)
 with open(os.path.join(prefix, "conda-meta", "history"), "w") as f:
     f.write("# installed by %s\n" % os.path.basename(RUN_FILE))
 print("installation finished.")

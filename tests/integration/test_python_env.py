@@ -1,0 +1,113 @@
+"""The python layer alone (`site.yml --tags python`) on a provisioned node that has no conda channel access: the
+env is created offline from the Miniconda installer's package cache, and the official recipe's packages go in in
+order (CANN's Python deps with numpy<2, torch, torch_npu, torchvision, then triton-ascend after removing any
+triton), idempotently and honestly in check mode."""
+
+import json
+import re
+
+import pytest
+
+from dapo_ops.manifest import load_manifest
+from dapo_ops.sim import wheels
+from dapo_ops.sim.fleet import FleetSpec
+
+from .ansible_helpers import playbook
+from .helpers import hosts, sh
+
+CONDA = "/opt/miniconda3/bin/conda"
+ENV = "/opt/miniconda3/envs/dapo"
+MIRROR = "http://10.77.0.1:8765"
+
+
+def changed_tasks(output: str) -> list[str]:
+    """The python_env tasks that reported `changed`, in the order they ran."""
+    tasks, current = [], None
+    for line in output.splitlines():
+        match = re.match(r"TASK \[python_env : (.*)\] \*+", line)
+        if match:
+            current = match.group(1)
+        elif line.startswith("TASK ["):
+            current = None
+        elif current and line.startswith("changed:"):
+            tasks.append(current)
+    return tasks
+
+
+def pip_list(host) -> dict[str, str]:
+    out = sh(host, f"{ENV}/bin/pip list --format json --disable-pip-version-check").stdout
+    return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(out)}
+
+
+@pytest.fixture(scope="module")
+def first_run(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=1, provisioned=True))
+    node = hosts()["node1"]
+    rc, output, recap = playbook("--tags", "python")
+    assert rc == 0, output[-3000:]
+    return node, output, recap
+
+
+def test_node_has_no_channel_access_and_the_env_was_created_offline(first_run):
+    node, _, recap = first_run
+    assert recap["node1"]["changed"] > 0
+    probe = sh(node, f"{CONDA} create -n probe python={load_manifest().python_version} -y", ok=False)
+    assert probe.exit_code == 1 and "CondaHTTPError: HTTP 000 CONNECTION FAILED" in probe.stderr, probe.stderr
+    history = sh(node, f"cat {ENV}/conda-meta/history").stdout
+    assert "--offline" in history and "-c " not in history, history
+    assert sh(node, "ls /opt/miniconda3/pkgs").stdout.split().count("urls.txt") == 1  # installer ran with -k
+
+
+def test_recipe_packages_installed_in_order(first_run):
+    node, output, _ = first_run
+    manifest = load_manifest()
+    order = [t for t in changed_tasks(output) if t.startswith(("Install", "Remove", "Create"))]
+    assert order == [
+        "Install Miniconda in batch mode, keeping its package cache",
+        "Create the environment with the pinned Python (no channel access unless a channel mirror is set)",
+        "Install numpy<2 and CANN's Python dependencies for online operator compilation, in one pip call",
+        "Install torch",
+        "Install torch_npu",
+        "Install torchvision, matched to torch",
+        "Install the pinned triton-ascend",  # after a removal that found nothing to remove (ok, not changed)
+    ], order
+    assert "TASK [python_env : Remove triton and triton-ascend left by earlier or third-party installs]" in output
+    installed = pip_list(node)
+    expected = {name: spec[2:] for name, spec in wheels.cann_deps(manifest).items()}
+    expected |= {p.replace("_", "-"): manifest.pinned_version(p)
+                 for p in ("torch", "torch_npu", "torchvision", "triton_ascend")}
+    for name, version in expected.items():
+        assert installed.get(name.lower().replace("_", "-")) == version, name
+    assert installed["numpy"].startswith("1.") and "triton" not in installed
+
+
+def test_third_party_triton_is_replaced_by_the_pinned_triton_ascend(first_run):
+    node, _, _ = first_run
+    manifest = load_manifest()
+    sh(node, f"PIP_CONFIG_FILE={ENV}/pip.conf {ENV}/bin/pip install --quiet triton=={wheels.TRITON_CUDA_VERSION}")
+    clobbered = sh(node, f"{ENV}/bin/python -c 'import triton; print(triton.__version__)'").stdout.strip()
+    assert clobbered == wheels.TRITON_CUDA_VERSION  # CUDA triton took over the shared triton/__init__.py
+    rc, output, recap = playbook("--tags", "python")
+    assert rc == 0 and recap["node1"]["changed"] > 0, output[-3000:]
+    assert [t for t in changed_tasks(output) if t.startswith(("Install", "Remove"))] == [
+        "Remove triton and triton-ascend left by earlier or third-party installs", "Install the pinned triton-ascend"]
+    installed = pip_list(node)
+    assert "triton" not in installed and installed["triton-ascend"] == manifest.pinned_version("triton_ascend")
+    probe = sh(node, f"{ENV}/bin/python -c 'import triton, triton.backends.ascend; print(triton.__version__)'")
+    from packaging.version import Version
+    assert probe.stdout.strip() == Version(manifest.pinned_version("triton_ascend")).base_version
+
+
+def test_second_run_and_check_mode_change_nothing(first_run):
+    for args in (("--tags", "python"), ("--tags", "python", "--check")):
+        rc, output, recap = playbook(*args)
+        assert rc == 0 and recap["node1"]["changed"] == 0, output[-3000:]
+
+
+def test_the_mirror_serves_a_conda_channel(first_run):
+    node, _, _ = first_run
+    version = load_manifest().python_version
+    result = sh(node, f"{CONDA} create -n viamirror --override-channels -c {MIRROR}/conda python={version} -y")
+    assert result.exit_code == 0
+    sh(node, f"{CONDA} env remove -n viamirror -y")
