@@ -22,9 +22,11 @@ from pathlib import Path
 
 from dapo_ops.fleet.ssh import run_on
 from dapo_ops.inventory import load_inventory
+from dapo_ops.job.spec import load_spec
 from dapo_ops.layout import node_layout
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.sim.fleet import FleetSpec, SimFleet
+from dapo_ops.sim.stage import job_files
 
 BIN = Path(sys.executable).parent
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
@@ -89,6 +91,7 @@ def main() -> None:
                                text=True)
     if provision.returncode != 0:
         sys.exit("site.yml failed:\n" + provision.stdout[-3000:])
+    fleet.stage(job_files(load_spec(PROJECT_ROOT / JOB)))  # the model and data files the rehearsal checks for
     head, worker = load_inventory().hosts[:2]
     bare, audited, unaudited = [], [], []
     for round_ in range(args.rounds):

@@ -9,6 +9,7 @@ bash scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 job=jobs/qwen3-30b-a3b-dapo.yaml
 dapo-ops sim up --nodes "${NODES:-2}"
+dapo-ops sim stage "$job"   # the model config.json and data files on every node, as a real cluster has them
 ansible-playbook site.yml
 dapo-ops audit
 dapo-ops validate "$job" --recipe-from-head

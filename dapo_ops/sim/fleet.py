@@ -32,13 +32,20 @@ NETNS_PREFIX = "dapo-"
 BRIDGE = "dapobr0"
 SUBNET = "10.77.0"          # a private /24 that exists only on the bridge and inside the node namespaces
 BRIDGE_IP = f"{SUBNET}.1"
+# The training network, apart from the management one (as on real Atlas servers, where SSH and HCCL use different
+# NICs): a second bridge with no address on the controller's side; each node's end is DATA_NIC.
+DATA_BRIDGE = "dapobr1"
+DATA_SUBNET = "10.78.0"
+DATA_NIC = "data0"
 MIRROR_PORT = 8765
 MAX_NODES = 200
 OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
 # /var/lib too, mounted last: the binds from the state dir (which lives under /var/lib) are made before it
 LATE_OVERLAYS = ("var/lib",)
-PRIVATE_DIRS = ("opt", "root", "home", "tmp", "var/log")  # the node starts with these empty
-HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log", "/dev", "/proc")
+# The node starts with these empty (/data: models and datasets, staged on every node like on a real cluster).
+PRIVATE_DIRS = ("opt", "root", "home", "tmp", "var/log", "data")
+HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log",
+                         "/data", "/dev", "/proc")
 SSHD = "/usr/sbin/sshd"
 NODE_PYTHON = "/usr/bin/python3"
 EMU_NAME = "ascend_emu.py"
@@ -69,6 +76,8 @@ class NodeState:
     dir: str
     unshare_pid: int | None = None
     pid1: int | None = None
+    data_ip: str = ""
+    veth_data_host: str = ""
 
 
 @dataclass
@@ -249,6 +258,8 @@ class SimFleet:
             self.down()
         for path in (self.state_dir, self.ssh_dir, self.logs_dir):
             path.mkdir(parents=True, exist_ok=True)
+        for private in PRIVATE_DIRS:  # mount points for the nodes' own empty directories (normally all exist)
+            Path("/", private).mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)
 
         self.log("preparing the artifact mirror (wheels are cached after the first run)")
@@ -260,7 +271,8 @@ class SimFleet:
             nodes.append(NodeState(
                 name=name, index=index, ip=f"{SUBNET}.{10 + index}", netns=f"{NETNS_PREFIX}{name}",
                 veth_host=f"dapo{index}h", veth_node=f"dapo{index}n",
-                dir=str(self.state_dir / "nodes" / name)))
+                dir=str(self.state_dir / "nodes" / name), data_ip=f"{DATA_SUBNET}.{10 + index}",
+                veth_data_host=f"dapo{index}d"))
         state = FleetState(spec=asdict(spec), nodes=nodes, mirror_url=self.mirror_url, created_at=time.time())
         self._save_state(state)  # written first, so `down` can clean up after a crashed `up`
         try:
@@ -296,6 +308,8 @@ class SimFleet:
         _run(["ip", "link", "add", BRIDGE, "type", "bridge"], "create the bridge")
         _run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE], "address the bridge")
         _run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
+        _run(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "create the training-network bridge")
+        _run(["ip", "link", "set", DATA_BRIDGE, "up"], "bring the training-network bridge up")
 
     def _start_mirror(self) -> int:
         log = open(self.logs_dir / "mirror.log", "ab")
@@ -416,6 +430,15 @@ class SimFleet:
         for args in (["link", "set", "lo", "up"], ["addr", "add", f"{node.ip}/24", "dev", node.veth_node],
                      ["link", "set", node.veth_node, "up"]):
             _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s network")
+        data_peer = f"dapo{node.index}e"
+        _run(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer],
+             f"create {node.name}'s training-network veth")
+        _run(["ip", "link", "set", node.veth_data_host, "master", DATA_BRIDGE, "up"],
+             f"attach {node.name} to the training network")
+        _run(["ip", "link", "set", data_peer, "netns", node.netns], f"move {node.name}'s training-network veth")
+        for args in (["link", "set", data_peer, "name", DATA_NIC], ["addr", "add", f"{node.data_ip}/24", "dev", DATA_NIC],
+                     ["link", "set", DATA_NIC, "up"]):
+            _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s training network")
         log = open(Path(node.dir) / "init.log", "ab")
         proc = subprocess.Popen(
             ["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
@@ -462,6 +485,27 @@ class SimFleet:
         self.ssh_config.write_text("\n".join(config))
 
     # ------------------------------------------------------------------------------------------ preinstall
+
+    def stage(self, files: dict[str, bytes], skip: tuple[str, ...] = ()) -> list[str]:
+        """Write job files (absolute /data paths) into every node's own /data but the `skip` ones."""
+        from dapo_ops.sim.stage import node_path
+
+        state = self.load_state()
+        if state is None:
+            raise SimError("no simulated fleet is up (dapo-ops sim up)")
+        unknown = sorted(set(skip) - {n.name for n in state.nodes})
+        if unknown:
+            raise UsageError(f"--skip {', '.join(unknown)}: not a node of this fleet")
+        staged = []
+        for node in state.nodes:
+            if node.name in skip:
+                continue
+            for path, data in files.items():
+                target = node_path(Path(node.dir), path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            staged.append(node.name)
+        return staged
 
     def exec_in_node(self, node: NodeState, command: list[str], timeout: float = 120,
                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -525,7 +569,7 @@ class SimFleet:
             "all": {
                 "children": {
                     "npu_nodes": {
-                        "hosts": {n.name: {"ansible_host": n.ip, "dapo_hccl_ifname": n.veth_node} for n in nodes},
+                        "hosts": {n.name: {"ansible_host": n.ip, "dapo_hccl_ifname": DATA_NIC} for n in nodes},
                     },
                 },
                 "vars": {
@@ -566,7 +610,7 @@ class SimFleet:
         nodes = []
         for n in state.nodes:
             nodes.append({
-                "name": n.name, "ip": n.ip, "netns": n.netns,
+                "name": n.name, "ip": n.ip, "data_ip": n.data_ip, "data_nic": DATA_NIC, "netns": n.netns,
                 "netns_exists": n.netns in _netns_list(), "pid1_alive": _alive(n.pid1),
                 "sshd": _port_open(n.ip, 22) if _alive(n.pid1) else False,
             })
@@ -582,7 +626,7 @@ class SimFleet:
 
     def _leftovers(self) -> dict[str, list[str]]:
         found = {"netns": [ns for ns in _netns_list() if ns.startswith(NETNS_PREFIX)],
-                 "links": [BRIDGE] if _link_exists(BRIDGE) else []}
+                 "links": [b for b in (BRIDGE, DATA_BRIDGE) if _link_exists(b)]}
         return {k: v for k, v in found.items() if v}
 
     def down(self) -> dict[str, list[str]]:
@@ -631,7 +675,8 @@ class SimFleet:
     def _stray_links() -> list[str]:
         out = _run(["ip", "-o", "link", "show"], "list links", check=False).stdout
         names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-        return [n for n in names if n == BRIDGE or (n.startswith("dapo") and n[4:-1].isdigit() and n[-1] in "hn")]
+        return [n for n in names if n in (BRIDGE, DATA_BRIDGE) or
+                (n.startswith("dapo") and n[4:-1].isdigit() and n[-1] in "hnde")]
 
 
 def _cmdline(pid: int) -> str:

@@ -79,6 +79,16 @@ def parse_fault(spec: str) -> Fault:
     return Fault(node, npu, knob, value)
 
 
+# NPUs per node of the products the simulator models: an Atlas 800T A2 server has 8 (vllm-ascend v0.11.0rc1
+# docs/source/tutorials/multi_node.md, "Atlas 800 A2 (64G*8)"); verl runs its 16-per-node DAPO NPU recipes on
+# Atlas 200T A2 Box16 (verl v0.7.0 docs/ascend_tutorial/ascend_quick_start.rst).
+PRODUCTS = {8: "Atlas 800T A2", 16: "Atlas 200T A2 Box16"}
+
+
+def product_name(npus_per_node: int) -> str:
+    return PRODUCTS.get(npus_per_node, f"a {npus_per_node}-NPU 910B host")
+
+
 def node_names(count: int) -> list[str]:
     return [f"node{i}" for i in range(1, count + 1)]
 
@@ -151,6 +161,7 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         })
     model = {
         "hostname": name,
+        "product": product_name(npus_per_node),
         "chip_name": chip_name,
         "hbm_mb": hbm_mb,
         "mcu_version": mcu_version,

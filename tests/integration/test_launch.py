@@ -56,12 +56,14 @@ def fleet(sim):
     sim.up(FleetSpec(nodes=2))
     rc, output, _ = playbook()
     assert rc == 0, output[-3000:]
+    staged = cli("sim", "stage", JOB)
+    assert staged.returncode == 0, staged.stderr
     return hosts()
 
 
 def test_more_nodes_than_the_inventory_is_refused_before_any_change(fleet):
     result = cli("launch", JOB, "--nodes", "3")
-    assert result.returncode == 2 and "the inventory has 2 node(s)" in result.stderr
+    assert result.returncode == 2 and "the job needs 3 node(s) but the inventory has 2" in result.stderr
     assert all(ray_processes(h) == "" for h in fleet.values())
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
@@ -137,11 +139,13 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
         for line in launch.stdout:
             lines.append(line)
             if "start Ray: the head on node1" in line and not cut:
-                subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", "dapo2n", "down"], check=True)
+                for link in ("dapo2n", "data0"):  # the management and the training network
+                    subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "down"], check=True)
                 cut = True
         launch.wait(timeout=300)
     finally:
-        subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", "dapo2n", "up"], check=True)
+        for link in ("dapo2n", "data0"):
+            subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "up"], check=True)
         if launch.poll() is None:
             launch.kill()
     output = "".join(lines)

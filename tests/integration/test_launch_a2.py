@@ -1,0 +1,157 @@
+"""The shipped DAPO job on two simulated Atlas 800T A2 servers (8 NPUs each, managed on one network and training on
+another), and the upstream behaviours of verl / vllm-ascend that the simulated stack reproduces and the job relies
+on: verl's TaskRunner on a node other than the head, its file logger, vllm-ascend's sleep-mode allocator and graph
+mode. Each check names the upstream file it pins."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.sim.fleet import DATA_NIC, DATA_SUBNET, FleetSpec
+
+from .ansible_helpers import playbook
+from .helpers import hosts, sh
+
+JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
+ENV = "/opt/miniconda3/envs/dapo"
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "dapo_ops.cli", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runs_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("runs")
+    previous = os.environ.get("DAPO_OPS_RUNS_DIR")
+    os.environ["DAPO_OPS_RUNS_DIR"] = str(path)
+    yield path
+    if previous is None:
+        del os.environ["DAPO_OPS_RUNS_DIR"]
+    else:
+        os.environ["DAPO_OPS_RUNS_DIR"] = previous
+
+
+@pytest.fixture(scope="module")
+def fleet(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=2, npus_per_node=8))
+    rc, output, _ = playbook()
+    assert rc == 0, output[-3000:]
+    staged = cli("sim", "stage", JOB)
+    assert staged.returncode == 0, staged.stderr
+    return hosts()
+
+
+def wait_for_job(run_id, timeout=180):
+    deadline = time.monotonic() + timeout
+    while True:
+        status = cli("status", run_id, "--json")
+        state = json.loads(status.stdout)["ray_job_status"] if status.stdout else None
+        if state in ("SUCCEEDED", "FAILED", "STOPPED") or time.monotonic() > deadline:
+            return state, status
+        time.sleep(3)
+
+
+def in_env(host, code, env=""):
+    """Python in the provisioned env on a node, with the CANN environment sourced (as the job's processes are)."""
+    command = (f"source /usr/local/Ascend/dapo-ops-env.sh && {env} {ENV}/bin/python -c {shlex.quote(code)}")
+    return sh(host, f"bash -c {shlex.quote(command)}", ok=False)
+
+
+def test_the_shipped_job_validates_and_runs_on_2_x_8_with_its_taskrunner_on_node2(fleet, runs_dir):
+    validated = cli("validate", JOB, "--json")
+    assert validated.returncode == 0, validated.stderr
+    assert json.loads(validated.stdout)["npus_per_node"] == 8
+    launched = cli("launch", JOB, "--nodes", "2", "--json")
+    assert launched.returncode == 0, launched.stderr
+    record = json.loads(launched.stdout)
+    run_id = record["run_id"]
+    try:
+        assert record["rehearsal"]["hosts"] == {"node1": 8, "node2": 8}
+        # HCCL and Ray on the training network, not on the address SSH uses
+        assert record["head_address"] == f"{DATA_SUBNET}.11" != fleet["node1"].address
+        env_sh = (runs_dir / run_id / "rendered/nodes/node2/env.sh").read_text()
+        assert f"export HCCL_IF_IP={DATA_SUBNET}.12\n" in env_sh and f"HCCL_SOCKET_IFNAME={DATA_NIC}\n" in env_sh
+        assert "export TASK_QUEUE_ENABLE=1\n" in env_sh and "unset PYTORCH_NPU_ALLOC_CONF" in env_sh
+        state, status = wait_for_job(run_id)
+        logs = cli("logs", run_id).stdout
+        assert state == "SUCCEEDED", status.stdout + status.stderr + logs[-3000:]
+        assert "n_gpus_per_node=8" in logs and "TaskRunner on node2" in logs and "TaskRunner hostname: node2" in logs
+        # verl's file logger wrote this attempt's metrics on node2, where the TaskRunner ran
+        metrics = f"/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/metrics-{run_id}.jsonl"
+        line = json.loads(sh(fleet["node2"], f"cat {metrics}").stdout.splitlines()[0])
+        assert line["step"] == 0 and line["data"]["dapo_ops/n_gpus_per_node"] == 8
+        for host in fleet.values():  # every directory the job writes exists on every node
+            sh(host, "test -d /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo && "
+                     "test -d /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard")
+
+        # verl v0.7.0 verl/utils/tracking.py FileLogger: open(VERL_FILE_LOGGER_PATH, "w"), no directory made
+        head_dir = f"/var/lib/dapo-ops/runs/{run_id}"
+        runtime = json.dumps({"env_vars": {"VERL_FILE_LOGGER_PATH": "/var/log/nowhere/metrics.jsonl",
+                                           "DAPO_SIM_TASKRUNNER_NODE": "node2"}})
+        submit = (f"source {head_dir}/env.sh && {ENV}/bin/ray job submit --address=http://{DATA_SUBNET}.11:8265 "
+                  f"--runtime-env-json {shlex.quote(runtime)} -- bash {head_dir}/entrypoint.sh")
+        failed = sh(fleet["node1"], f"bash -c {shlex.quote(submit)}", timeout=240, ok=False)
+        assert failed.exit_code != 0
+        assert "No such file or directory: '/var/log/nowhere/metrics.jsonl'" in failed.stdout + failed.stderr
+    finally:
+        stopped = cli("stop", run_id)
+        assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_node_without_the_model_fails_the_rehearsal_naming_it(fleet):
+    config = "/data/models/Qwen3-30B-A3B/config.json"
+    sh(fleet["node2"], f"mv {config} {config}.hidden")
+    try:
+        result = cli("launch", JOB, "--nodes", "2", "--rehearse-only", "--no-audit")
+    finally:
+        sh(fleet["node2"], f"mv {config}.hidden {config}")
+    assert result.returncode == 1
+    assert (f"rehearsal failed: rank 8 on node2: {config} is missing: the model's config.json (model.path) must be "
+            "on every node") in result.stderr
+
+
+def test_vllm_ascend_refuses_expandable_segments_with_sleep_mode(fleet):
+    """vllm-ascend v0.11.0rc1 vllm_ascend/device_allocator/camem.py CaMemAllocator.__init__, reached from
+    vllm_ascend/worker/worker_v1.py NPUWorker.load_model when enable_sleep_mode (verl's default)."""
+    code = ("from vllm_ascend.worker.worker_v1 import NPUWorker\n"
+            "NPUWorker(enable_sleep_mode=True, enforce_eager=True).load_model()\n")
+    refused = in_env(fleet["node1"], code, "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True")
+    assert refused.exit_code == 1
+    assert "AssertionError: Expandable segments are not compatible with memory pool" in refused.stderr
+    assert in_env(fleet["node1"], code, "PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:250").exit_code == 0
+    no_sleep = code.replace("enable_sleep_mode=True", "enable_sleep_mode=False")
+    assert in_env(fleet["node1"], no_sleep, "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True").exit_code == 0
+
+
+def test_graph_mode_refuses_task_queue_2(fleet):
+    """verl's Ascend notes (docs/ascend_tutorial/ascend_optimization_pratice/gspo_optimization_practice.md): with
+    ACL graph on, TASK_QUEUE_ENABLE must be 1."""
+    code = ("from vllm_ascend.worker.worker_v1 import NPUWorker\n"
+            "NPUWorker(enable_sleep_mode=False, enforce_eager=False).load_model()\n")
+    refused = in_env(fleet["node1"], code, "TASK_QUEUE_ENABLE=2")
+    assert refused.exit_code == 1 and "TASK_QUEUE_ENABLE=2 is not supported in graph mode" in refused.stderr
+    assert in_env(fleet["node1"], code, "TASK_QUEUE_ENABLE=1").exit_code == 0
+    eager = code.replace("enforce_eager=False", "enforce_eager=True")
+    assert in_env(fleet["node1"], eager, "TASK_QUEUE_ENABLE=2").exit_code == 0
+
+
+def test_a_job_with_expandable_segments_is_refused_before_any_change(fleet, tmp_path):
+    import yaml
+
+    job = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
+    job["env"]["pytorch_npu_alloc_conf"] = "expandable_segments:True"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    for command in (("validate", str(path)), ("launch", str(path), "--nodes", "2")):
+        result = cli(*command)
+        assert result.returncode == 2 and "Expandable segments are not compatible with memory pool" in result.stderr
+    assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
