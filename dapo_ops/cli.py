@@ -107,6 +107,20 @@ def sim_down(as_json: bool) -> None:
     out.document(removed)
 
 
+@sim.command("stage")
+@click.argument("job_file", type=click.Path(path_type=Path))
+@click.option("--skip", multiple=True, metavar="NODE", help="Leave this node without the files (repeatable).")
+def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
+    """Put a job's model config.json and (placeholder) parquet files under /data on the simulated nodes."""
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.sim.fleet import SimFleet
+    from dapo_ops.sim.stage import job_files
+
+    files = job_files(load_spec(job_file))
+    staged = SimFleet().stage(files, tuple(skip))
+    Output(False).info(f"staged {len(files)} file(s) on {', '.join(staged) or 'no node'}")
+
+
 @sim.command("faults")
 def sim_faults() -> None:
     """List the fault knobs."""
