@@ -63,12 +63,15 @@ def test_conda_stand_in(node):
     manifest = load_manifest()
     conda = manifest.artifact("conda_installer")
     sh(node, f"curl -fsS -o /tmp/conda.sh {node.vars['dapo_artifact_url']}/{conda.file}")
-    sh(node, "bash /tmp/conda.sh -b -p /opt/miniconda3")
+    sh(node, "bash /tmp/conda.sh -b -k -p /opt/miniconda3")
     again = sh(node, "bash /tmp/conda.sh -b -p /opt/miniconda3", ok=False)
     assert again.exit_code == 1 and "already exists" in again.stdout
-    wrong = sh(node, "/opt/miniconda3/bin/conda create -n bad python=3.12 -y", ok=False)
-    assert wrong.exit_code == 1 and "PackagesNotFoundError" in wrong.stdout
-    sh(node, f"/opt/miniconda3/bin/conda create -n dapo python={manifest.python_version} -y")
+    # the node reaches no conda channel: only --offline (the installer's package cache) works
+    online = sh(node, f"/opt/miniconda3/bin/conda create -n online python={manifest.python_version} -y", ok=False)
+    assert online.exit_code == 1 and "CondaHTTPError: HTTP 000 CONNECTION FAILED" in online.stderr
+    wrong = sh(node, "/opt/miniconda3/bin/conda create -n bad python=3.12 -y --offline", ok=False)
+    assert wrong.exit_code == 1 and "PackagesNotFoundError" in wrong.stderr
+    sh(node, f"/opt/miniconda3/bin/conda create -n dapo python={manifest.python_version} -y --offline")
     version = sh(node, "/opt/miniconda3/bin/conda run -n dapo python -c 'import sys; print(sys.version_info[:2])'")
     assert version.stdout.strip() == str(tuple(int(x) for x in manifest.python_version.split(".")))
     assert "dapo" in sh(node, "/opt/miniconda3/bin/conda env list").stdout
