@@ -95,9 +95,34 @@ def unsatisfied(dists, specs):
     return [f"{name}{spec}" for name, spec in (specs or {}).items() if not satisfies((dists or {}).get(name), spec)]
 
 
+def firewall_problems(outputs, ray_ports, hccl_ports):
+    """Raw firewall command outputs (dapo_node_facts) + the wanted port maps -> one line per blocking firewall."""
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.firewall import firewall_problems as problems
+
+    try:
+        return problems(outputs or {}, ray_ports, hccl_ports)
+    except InventoryError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def port_map_errors(ports, what):
+    """An inventory port map ({name: port or 'first-last'}) -> [] or [the one-line reason it is invalid]."""
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.firewall import parse_port_map
+
+    try:
+        parse_port_map(ports, what)
+    except InventoryError as exc:
+        return [str(exc)]
+    return []
+
+
 class FilterModule:
     def filters(self):
         return {
+            "dapo_firewall_problems": firewall_problems,
+            "dapo_port_map_errors": port_map_errors,
             "dapo_version_info": version_info,
             "dapo_toolkit_info": toolkit_info,
             "dapo_nnal_info": nnal_info,

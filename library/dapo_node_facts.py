@@ -58,6 +58,10 @@ options:
     description: The driver's run user (and group).
     type: str
     default: HwHiAiUser
+  paths:
+    description: Files to look for, name -> list of glob patterns; C(found_paths) holds the first match of each (or null).
+    type: dict
+    default: {}
 author: dapo-ops
 """
 
@@ -66,9 +70,12 @@ npu_pci_count: {description: NPU PCI functions found (null when lspci failed), t
 missing_tools: {description: required tools not on PATH, type: list, returned: always}
 files: {description: name -> file text (null when absent), type: dict, returned: always}
 outputs: {description: name -> {rc, stdout, stderr}, type: dict, returned: always}
-platform: {description: architecture, kernel, uid, distribution (first word of os-release NAME), type: dict, returned: always}
+platform: {description: architecture, kernel, uid, distribution (first word of os-release NAME), os_like (ID and ID_LIKE
+  words), type: dict, returned: always}
+found_paths: {description: name -> first existing match of its patterns (null when none), type: dict, returned: always}
 """
 
+import glob
 import grp
 import os
 import pwd
@@ -106,6 +113,7 @@ def main():
             "hccn_ids": {"type": "list", "elements": "int", "default": []},
             "hccn_tool": {"type": "path", "default": "/usr/local/Ascend/driver/tools/hccn_tool"},
             "run_user": {"type": "str", "default": "HwHiAiUser"},
+            "paths": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -142,7 +150,8 @@ def main():
     uname = os.uname()
     platform = {"architecture": uname.machine, "kernel": uname.release, "uid": os.geteuid(),
                 "distribution": os_release.get("NAME", "unknown").split()[0],
-                "distribution_version": os_release.get("VERSION_ID", "")}
+                "distribution_version": os_release.get("VERSION_ID", ""),
+                "os_like": (os_release.get("ID", "") + " " + os_release.get("ID_LIKE", "")).split()}
     probe = root
     while not os.path.isdir(probe):
         probe = os.path.dirname(probe.rstrip("/")) or "/"
@@ -162,6 +171,8 @@ def main():
         driver_tools_complete=os.path.exists(os.path.join(root, "driver", "tools", "upgrade-tool")),
         outputs=outputs,
         platform=platform,
+        found_paths={name: next((m for pattern in (patterns or []) for m in sorted(glob.glob(str(pattern)))), None)
+                     for name, patterns in p["paths"].items()},
     )
 
 

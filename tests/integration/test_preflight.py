@@ -1,0 +1,90 @@
+"""Preflight on the simulated fleet: the build tools and libnuma the later layers need, and a host firewall that
+would drop Ray's or HCCL's ports (nftables rules inside one node's network namespace)."""
+
+import json
+import subprocess
+
+import pytest
+
+from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.sim.fleet import FleetSpec
+
+from .ansible_helpers import playbook
+from .helpers import hosts, sh
+
+# node2's input path: SSH and Ray's fixed ports open, the rest of the ephemeral range and HCCL's ports not
+RULES = """
+table inet filter {
+  chain input {
+    type filter hook input priority filter; policy drop;
+    ct state established,related accept
+    iif lo accept
+    tcp dport { 22, 6379, 8265, 10001-19999, 52365, 32768-59999 } accept
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(sim):
+    sim.down()
+    sim.up(FleetSpec(nodes=2))
+    netns = {n.name: n.netns for n in sim.load_state().nodes}
+    return hosts(), netns
+
+
+def report(host):
+    return json.loads((PROJECT_ROOT / "runs" / "preflight" / f"{host}.json").read_text())
+
+
+def test_a_default_node_has_the_build_tools_libnuma_and_no_firewall(fleet):
+    rc, output, recap = playbook("--tags", "preflight")
+    assert rc == 0, output[-3000:]
+    for name in ("node1", "node2"):
+        summary = report(name)
+        assert summary["ok"] and summary["build_tools_missing"] == [] and summary["warnings"] == []
+        assert summary["libnuma"]["numa_header"] == "/usr/include/numa.h" and summary["libnuma"]["numa_library"]
+
+
+def test_missing_build_tools_libnuma_and_a_blocking_firewall_in_one_message(fleet, tmp_path):
+    nodes, netns = fleet
+    node2 = nodes["node2"]
+    rules = tmp_path / "rules.nft"
+    rules.write_text(RULES)
+    # g++ made non-executable and /usr/include hidden, in node2's own mount namespace only
+    sh(node2, "touch /root/not-a-tool && mount --bind /root/not-a-tool /usr/bin/g++ && "
+              "mount -t tmpfs -o size=1m hide /usr/include")
+    subprocess.run(["ip", "netns", "exec", netns["node2"], "nft", "-f", str(rules)], check=True)
+    try:
+        rc, output, recap = playbook("--tags", "preflight")
+        flat = " ".join(output.split())
+        assert rc != 0 and recap["node2"]["failed"] == 1 and recap["node1"]["failed"] == 0, output[-3000:]
+        line = flat[flat.index("preflight failed on node2:"):].split("TASK [")[0].split("PLAY RECAP")[0]
+        assert "missing build tools (vLLM, vllm-ascend and verl are built on the node): g++ (install g++);" in line
+        assert "libnuma development files missing (numa.h;" in line and "install libnuma-dev" in line
+        assert ("firewall: nftables inet filter (chain input, policy drop) drops incoming TCP to "
+                "Ray ephemeral 60000-60999; HCCL if_base 60000-60031") in line
+        assert report("node2")["problems"] and report("node1")["ok"]
+
+        # the same firewall as a warning: the host passes and the message is still shown
+        extra = tmp_path / "warn.yml"
+        extra.write_text("all:\n  hosts:\n    node2:\n      preflight_firewall_blocking: warning\n"
+                         "      dapo_hccl_ports: {if_base: 60000-60031, host_socket: 61000-61050}\n")
+        sh(node2, "umount /usr/include && umount /usr/bin/g++")
+        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
+        flat = " ".join(output.split())
+        assert rc == 0, output[-3000:]
+        assert "preflight warning on node2: firewall: nftables inet filter" in flat
+        assert "HCCL if_base 60000-60031; HCCL host_socket 61000-61050" in flat
+        assert report("node2")["ok"] and report("node2")["warnings"]
+
+        # a bad port map is refused before anything is read
+        extra.write_text("all:\n  vars:\n    dapo_ray_ports: {gcs: 6379, workers: 19999-10002}\n")
+        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
+        flat = " ".join(output.split())
+        assert rc != 0 and "dapo_ray_ports.workers: '19999-10002' is not within 1-65535 with FIRST <= LAST" in flat
+    finally:
+        subprocess.run(["ip", "netns", "exec", netns["node2"], "nft", "flush", "ruleset"], check=True)
+        sh(node2, "umount /usr/include 2>/dev/null; umount /usr/bin/g++ 2>/dev/null; rm -f /root/not-a-tool", ok=False)
+    rc, output, _ = playbook("--tags", "preflight")
+    assert rc == 0, output[-3000:]
