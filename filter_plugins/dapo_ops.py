@@ -118,6 +118,16 @@ def port_map_errors(ports, what):
     return []
 
 
+def version_matches(dist, pinned):
+    """An installed distribution ({version} as dapo_pip_dists reports it, a version string, or None) matches a pinned
+    version: PEP 440-normalised public versions, the one rule dapo_ops.stackcheck applies (1.2.0.dev0 matches
+    1.2.0.dev, 1.2.0+empty matches 1.2.0)."""
+    from dapo_ops.stackcheck import version_matches as matches
+
+    version = dist.get("version") if isinstance(dist, dict) else dist
+    return matches(version, None if pinned is None else str(pinned))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -135,4 +145,5 @@ class FilterModule:
             "dapo_satisfies": satisfies,
             "dapo_unsatisfied": unsatisfied,
             "dapo_hccn_problems": hccn_problems,
+            "dapo_version_matches": version_matches,
         }

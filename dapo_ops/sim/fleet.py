@@ -25,7 +25,7 @@ import yaml
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import SIM_INVENTORY_DIR
-from dapo_ops.sim import artifacts, hwmodel, mirror
+from dapo_ops.sim import artifacts, hwmodel, mirror, repos
 
 DEFAULT_STATE_DIR = Path("/var/lib/dapo-ops/sim")
 NETNS_PREFIX = "dapo-"
@@ -584,6 +584,9 @@ class SimFleet:
                     "dapo_pip_index_url": f"{self.mirror_url}/simple",
                     "dapo_pip_trusted_host": BRIDGE_IP,
                     "dapo_git_base_url": f"{self.mirror_url}/git",
+                    # the commits the mirror's stand-in repositories carry at the pinned tags
+                    "dapo_source_commits": repos.tag_commits(mirror.MirrorLayout(self.mirror_root).git,
+                                                             self.manifest),
                     "dapo_reboot_command": REBOOT_COMMAND,
                     "dapo_boot_time_command": BOOT_TIME_COMMAND,
                 },

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim.wheels import vllm_ascend_torch_npu
+from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT, vllm_ascend_torch_npu
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=64", "wheel"]
@@ -38,11 +38,42 @@ if target != "empty":
     raise RuntimeError(
         "Cannot find CUDA_HOME. CUDA must be available to build the package. "
         "(On Ascend build vLLM with VLLM_TARGET_DEVICE=empty.)")
-setup(name="vllm", version="{version}", packages=["vllm"], install_requires=["torch=={torch}"])
+# vLLM setup.py get_vllm_version(): the version comes from the tag, and a build for no device gets a local label:
+# `if envs.VLLM_TARGET_DEVICE == "empty": version += f"{{sep}}empty"` (sep is "." when there is a "+" already).
+version = "{version}"
+version += ("." if "+" in version else "+") + "empty"
+setup(name="vllm", version=version, packages=["vllm"], install_requires=["torch=={torch}"])
 '''
 
-VLLM_ASCEND_SETUP = '''"""vllm-ascend source stand-in (dapo-ops simulated fleet)."""
+VLLM_ASCEND_SETUP = '''"""vllm-ascend source stand-in (dapo-ops simulated fleet).
+
+vllm-ascend's setup.py (at the pinned tag) builds the C++17 custom ops, CMakeExtension "vllm_ascend.vllm_ascend_C"
+(COMPILE_CUSTOM_KERNELS defaults to 1, vllm_ascend/envs.py), with the CANN toolchain that
+ascend-toolkit/set_env.sh puts in the environment (ASCEND_HOME_PATH, handed to CMake), and for an editable
+install it installs the library into the source tree (vllm_ascend/). The stand-in builds its vllm_ascend_C only
+when the CANN environment is sourced at install time; otherwise the package installs without it and
+vllm_ascend/device_allocator/camem.py logs "Failed to import vllm_ascend_C ... Sleep mode will be disabled".
+(A real build without the environment fails in CMake or the compiler, or yields no usable library: either way
+there is no vllm_ascend_C, which is what the provisioning must not miss.)
+"""
+import os
+import sys
+
 from setuptools import setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXTENSION = os.path.join(HERE, "vllm_ascend", "vllm_ascend_C.py")
+compile_custom_kernels = bool(int(os.getenv("COMPILE_CUSTOM_KERNELS", "1")))
+cann = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
+if compile_custom_kernels and cann:
+    with open(EXTENSION, "w") as out:
+        out.write({extension!r})
+else:
+    if os.path.exists(EXTENSION):
+        os.remove(EXTENSION)
+    if compile_custom_kernels:
+        print("No ASCEND_HOME_PATH found in your environment (source ascend-toolkit/set_env.sh): "
+              "vllm_ascend_C is not built", file=sys.stderr)
 
 setup(name="vllm_ascend", version="{version}", packages=["vllm_ascend"],
       install_requires=["vllm=={vllm}", "torch-npu=={torch_npu}", "numpy<2.0.0"])
@@ -57,16 +88,31 @@ if vllm.__version__ != "{vllm}":
     raise ImportError("vllm-ascend %s requires vLLM {vllm}, found %s" % (__version__, vllm.__version__))
 '''
 
-VERL_SETUP = '''"""verl source stand-in (dapo-ops simulated fleet)."""
+VERL_SETUP = '''"""verl source stand-in (dapo-ops simulated fleet).
+
+Like verl's setup.py (and pyproject.toml [tool.setuptools.dynamic]) at the pinned tag, the version is read from
+verl/version/version, so the checkout installs as the version that file declares (PEP 440 normalised).
+"""
+import os
+
 from setuptools import find_packages, setup
 
-setup(name="verl", version="{version}", packages=find_packages(include=["verl", "verl.*"]),
-      package_data={{"verl": ["trainer/config/*.yaml", "trainer/config/*/*.yaml"]}},
+version_folder = os.path.dirname(os.path.join(os.path.abspath(__file__)))
+with open(os.path.join(version_folder, "verl/version/version")) as f:
+    __version__ = f.read().strip()
+
+setup(name="verl", version=__version__, packages=find_packages(include=["verl", "verl.*"]),
+      package_data={{"": ["version/*"], "verl": ["trainer/config/*.yaml", "trainer/config/*/*.yaml"]}},
       install_requires=["hydra-core", "omegaconf"])
 '''
 
-VERL_INIT = '''"""verl stand-in package (dapo-ops simulated fleet): the real trainer configuration, no trainer code."""
-__version__ = "{version}"
+VERL_INIT = '''"""verl stand-in package (dapo-ops simulated fleet): the real trainer configuration, no trainer code.
+__version__ is read from version/version, as verl/__init__.py does."""
+import os
+
+version_folder = os.path.dirname(os.path.join(os.path.abspath(__file__)))
+with open(os.path.join(version_folder, "version/version")) as f:
+    __version__ = f.read().strip()
 '''
 
 DAPO_TRAINER_YAML = (Path(__file__).resolve().parents[1] / "job" / "recipe" / "dapo_trainer.yaml").read_text()
@@ -322,9 +368,12 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
     torch = manifest.pinned_version("torch")
     vllm, vllm_ascend, verl = manifest.source("vllm"), manifest.source("vllm_ascend"), manifest.source("verl")
     verl_files: dict[str, str | bytes] = {
-        "setup.py": VERL_SETUP.format(version=verl.version),
+        "setup.py": VERL_SETUP.format(),
         "pyproject.toml": PYPROJECT,
-        "verl/__init__.py": VERL_INIT.format(version=verl.version),
+        "verl/__init__.py": VERL_INIT,
+        # What verl's verl/version/version holds at the pinned tag (the manifest records it).
+        verl.extra.get("declared_version_file", "verl/version/version"):
+            str(verl.extra.get("declared_version") or verl.version) + "\n",
         "verl/trainer/__init__.py": "",
         "recipe/dapo/__init__.py": "",
         "recipe/__init__.py": "",
@@ -340,13 +389,15 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         vllm.repo: (vllm.ref, {
             "setup.py": VLLM_SETUP.format(version=vllm.version, torch=torch),
             "pyproject.toml": PYPROJECT,
-            "vllm/__init__.py": f'__version__ = "{vllm.version}"\n',
+            "vllm/__init__.py": VLLM_INIT.format(version=vllm.version),
             "README.md": f"vLLM {vllm.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
         vllm_ascend.repo: (vllm_ascend.ref, {
             "pyproject.toml": PYPROJECT,
             "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, vllm=vllm.version,
-                                                 torch_npu=vllm_ascend_torch_npu(manifest)),
+                                                 torch_npu=vllm_ascend_torch_npu(manifest),
+                                                 extension=VLLM_ASCEND_C),
+            ".gitignore": "vllm_ascend/vllm_ascend_C*\n",  # built into the checkout, like the real library
             "vllm_ascend/__init__.py": VLLM_ASCEND_INIT.format(version=vllm_ascend.version, vllm=vllm.version),
             "vllm_ascend/device_allocator/__init__.py": "",
             "vllm_ascend/device_allocator/camem.py": VLLM_ASCEND_CAMEM,
@@ -361,3 +412,19 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
 def build_repos(git_root: Path, manifest: StackManifest, verl_wheel: Path, scratch: Path) -> dict[str, Path]:
     return {name: build_repo(git_root, name, tag, files, scratch)
             for name, (tag, files) in repo_files(manifest, verl_wheel).items()}
+
+
+def tag_commits(git_root: Path, manifest: StackManifest) -> dict[str, str]:
+    """Source key -> the commit the stand-in repository's pinned tag names.
+
+    The stand-ins cannot carry the upstream commits the manifest pins, so the simulated inventory declares these
+    (`dapo_source_commits`), as a site whose git server serves other commits for the pinned tags would."""
+    commits = {}
+    for key, source in manifest.sources.items():
+        bare = git_root / f"{source.repo}.git"
+        result = subprocess.run(["git", "rev-parse", f"{source.ref}^{{commit}}"], cwd=bare, capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            raise SimError(f"git rev-parse {source.ref} failed in {bare}: {result.stderr.strip()}")
+        commits[key] = result.stdout.strip()
+    return commits

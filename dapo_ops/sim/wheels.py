@@ -154,6 +154,43 @@ def triton_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
     return [ascend, cuda]
 
 
+VLLM_INIT = '''"""vLLM stand-in (dapo-ops simulated fleet): the version, and vLLM's refusal of transformers 5; no engine."""
+__version__ = "{version}"
+
+# This vLLM release was written against transformers 4.x. Its requirements/common.txt asks only for
+# `transformers >= 4.56.0` (the `< 5` upper bound arrived in later releases, vllm-project/vllm issue #30466), so
+# pip installs transformers 5 next to it without a conflict and the failure comes when vllm is imported (names
+# transformers 5 removed; unsloth PR #3908 "Handle Transformers 5 vLLM import errors"). Closest real behaviour
+# reproduced here: an ImportError when vllm is imported next to transformers >= 5.
+import importlib.metadata as _metadata
+
+try:
+    _transformers = _metadata.version("transformers")
+except _metadata.PackageNotFoundError:
+    _transformers = None
+if _transformers is not None and int(_transformers.split(".")[0]) >= 5:
+    raise ImportError("vLLM %s does not support transformers %s (it needs transformers 4.x, >= 4.56.0): "
+                      "cannot import the transformers 4 names vLLM uses" % (__version__, _transformers))
+'''
+
+# vllm-ascend's compiled custom-op extension (CMakeExtension "vllm_ascend.vllm_ascend_C" in its setup.py; the
+# names are those vllm_ascend/device_allocator/camem.py imports from it for sleep mode).
+VLLM_ASCEND_C = '''"""vllm_ascend_C stand-in (dapo-ops simulated fleet): vllm-ascend's C++ custom ops, built with the CANN toolchain."""
+
+
+def init_module(malloc=None, free=None):
+    return None
+
+
+def python_create_and_map(*args):
+    return None
+
+
+def python_unmap_and_release(*args):
+    return None
+'''
+
+
 def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
     torch = manifest.pinned_version("torch")
     torch_npu = manifest.pinned_version("torch_npu")
@@ -169,10 +206,12 @@ def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
                     {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=vllm_ascend_torch_npu(manifest),
                                                                     torch=torch)},
                     requires=[f"torch=={torch}"]),
-        build_wheel(directory, "vllm", vllm, {"vllm/__init__.py": f'__version__ = "{vllm}"\n'},
+        build_wheel(directory, "vllm", vllm, {"vllm/__init__.py": VLLM_INIT.format(version=vllm)},
                     requires=[f"torch=={torch}"]),
+        # A published vllm-ascend wheel carries the compiled custom ops.
         build_wheel(directory, "vllm_ascend", vllm_ascend,
-                    {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n'},
+                    {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n',
+                     "vllm_ascend/vllm_ascend_C.py": VLLM_ASCEND_C},
                     requires=[f"vllm=={vllm}", f"torch-npu=={vllm_ascend_torch_npu(manifest)}"]),
     ]
     wheels.append(build_wheel(directory, "torchvision", torchvision,

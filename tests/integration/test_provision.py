@@ -7,7 +7,8 @@ import pytest
 from dapo_ops.ascend import parsers as p
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
-from dapo_ops.stackcheck import pinned_python_packages
+from dapo_ops.stackcheck import pinned_python_packages, version_matches
+from packaging.version import Version
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh
@@ -47,7 +48,10 @@ def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):
         pip_list = sh(host, "/opt/miniconda3/envs/dapo/bin/pip list --format json").stdout
         installed = {d["name"].replace("-", "_").lower(): d for d in json.loads(pip_list)}
         for dist, version in pinned_python_packages(manifest).items():
-            assert installed[dist]["version"] == version, dist
+            assert version_matches(installed[dist]["version"], version), (dist, installed[dist]["version"], version)
+        # what the checkouts declare: verl's verl/version/version (PEP 440 normalised), vLLM's +empty build label
+        assert installed["verl"]["version"] == str(Version(manifest.source("verl").extra["declared_version"]))
+        assert installed["vllm"]["version"] == manifest.source("vllm").version + "+empty"
         vllm_dir = f"/opt/dapo-ops/src/{manifest.source('vllm').dir}"
         ascend_dir = f"/opt/dapo-ops/src/{manifest.source('vllm_ascend').dir}"
         assert installed["vllm"]["editable_project_location"] == vllm_dir
@@ -56,8 +60,12 @@ def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):
         fact = json.loads(sh(host, "cat /etc/ansible/facts.d/dapo_ops.fact").stdout)
         assert fact["manifest"] == manifest.name and fact["import_errors"] == {}
         assert fact["packages"]["torch_npu"] == manifest.pinned_version("torch_npu")
-        env = sh(host, "bash -c 'source /usr/local/Ascend/dapo-ops-env.sh && echo $ATB_CXX_ABI'").stdout.strip()
-        assert env == "1"
+        assert fact["packages"]["verl"] == installed["verl"]["version"]
+        assert fact["atb_cxx_abi"] == "1" and fact["atb_home_path"].endswith("/atb/cxx_abi_1")
+        # NNAL's set_env.sh exports what the real one does: ATB_HOME_PATH=.../cxx_abi_N and no ATB_CXX_ABI
+        env = sh(host, "bash -c 'source /usr/local/Ascend/dapo-ops-env.sh && echo \"$ATB_HOME_PATH|${ATB_CXX_ABI-unset}\"'")
+        assert env.stdout.strip() == "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1|unset"
+        assert sh(host, "ls /opt/dapo-ops/src/vllm-ascend/vllm_ascend/").stdout.count("vllm_ascend_C") == 1
 
 
 def test_old_firmware_node_upgrades_firmware_then_driver_with_one_reboot(provisioned):
@@ -72,10 +80,35 @@ def test_old_firmware_node_upgrades_firmware_then_driver_with_one_reboot(provisi
     assert boots(nodes["node1"]) - boots_before["node1"] == 1
 
 
+def task_results(output, title):
+    """The per-host result words (ok, changed, skipping, failed) of the task whose header contains `title`."""
+    results, current = {}, False
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            current = title in line
+        elif current and ": [" in line and line.split(":")[0] in ("ok", "changed", "skipping", "failed", "fatal"):
+            results[line.split("[", 1)[1].split("]")[0]] = line.split(":")[0]
+    return results
+
+
 def test_second_run_changes_nothing(provisioned):
     rc, output, recap = playbook()
     assert rc == 0, output[-3000:]
     assert {h: r["changed"] for h, r in recap.items()} == {"node1": 0, "node2": 0}, output[-3000:]
+    # the installed verl (the checkout's declared dev version) and vLLM (+empty) match their pins: no rebuild
+    for title in ("Install vLLM editable", "Install vllm-ascend editable", "Install verl editable"):
+        assert task_results(output, title) == {"node1": "skipping", "node2": "skipping"}, title
+
+
+def test_the_audit_of_the_provisioned_fleet_is_clean(provisioned):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json"], capture_output=True,
+                            text=True, timeout=300)
+    report = json.loads(result.stdout)
+    errors = [f["message"] for f in report["findings"] if f["severity"] == "error"]
+    assert result.returncode == 0 and report["summary"]["errors"] == 0, (result.stderr, errors)
 
 
 def test_one_layer_by_tag(provisioned):
@@ -96,3 +129,29 @@ def test_validate_takes_the_recipe_from_the_head_nodes_checkout(provisioned):
                              "--recipe-from-head"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
+
+
+def test_vllm_ascend_built_outside_the_cann_environment_fails_verify_and_is_rebuilt(provisioned):
+    """vllm-ascend's custom ops (vllm_ascend_C, which sleep mode needs) are built only with the CANN environment;
+    verify imports them, and the vllm role rebuilds a checkout that lacks them."""
+    nodes, _, _ = provisioned
+    sh(nodes["node1"], "cd /opt/dapo-ops/src/vllm-ascend && env -u ASCEND_HOME_PATH -u ASCEND_TOOLKIT_HOME "
+                       "PIP_CONFIG_FILE=/opt/miniconda3/envs/dapo/pip.conf "
+                       "/opt/miniconda3/envs/dapo/bin/pip install --no-deps -q -e .", timeout=300)
+    assert "vllm_ascend_C" not in sh(nodes["node1"], "ls /opt/dapo-ops/src/vllm-ascend/vllm_ascend/").stdout
+    rc, output, _ = playbook("--tags", "verify", "--limit", "node1")
+    assert rc != 0 and "vllm_ascend.vllm_ascend_C does not import" in output, output[-3000:]
+    rc, output, recap = playbook("--tags", "vllm,verify", "--limit", "node1")
+    assert rc == 0, output[-3000:]
+    assert task_results(output, "Install vllm-ascend editable") == {"node1": "changed"}
+
+
+def test_nnal_sourced_with_the_other_cxx_abi_fails_verify(provisioned):
+    """The real NNAL set_env.sh says the ABI only in ATB_HOME_PATH (.../cxx_abi_0); verify must still see it."""
+    rc, output, _ = playbook("--tags", "cann,verify", "--limit", "node2", "-e", "ascend_cann_cxx_abi=0")
+    try:
+        assert rc != 0, output[-3000:]
+        assert "sources NNAL with --cxx_abi=0 but torch uses the C++11 ABI" in output, output[-3000:]
+    finally:
+        rc, output, _ = playbook("--tags", "cann,verify", "--limit", "node2")
+        assert rc == 0, output[-3000:]

@@ -27,7 +27,7 @@ def parse(output: str) -> dict:
         raise ParseError("python stack (fact file or query)", "no 'packages' mapping")
     return {"source": data.get("source", "fact-file"), "python": data.get("python"), "packages": data["packages"],
             "import_errors": data.get("import_errors") or {}, "torch_cxx11_abi": data.get("torch_cxx11_abi"),
-            "atb_cxx_abi": data.get("atb_cxx_abi")}
+            "atb_cxx_abi": data.get("atb_cxx_abi"), "atb_home_path": data.get("atb_home_path")}
 
 
 FACT = Fact(

@@ -268,9 +268,11 @@ for arg in "$@"; do
     *) echo "[ERROR] unknown option $arg (use --cxx_abi=0|1)" >&2; return 1 2>/dev/null || exit 1 ;;
   esac
 done
+# What the real script of the pinned CANN exports (environment dumps from real nodes, e.g. vllm-project/vllm-ascend
+# issue #4186): ATB_HOME_PATH ends in cxx_abi_N, the libraries are on LD_LIBRARY_PATH; there is no ATB_CXX_ABI.
 export ATB_HOME_PATH={root}/nnal/atb/latest/atb/cxx_abi_${{cxx_abi}}
-export ATB_CXX_ABI=${{cxx_abi}}
-export LD_LIBRARY_PATH=${{ATB_HOME_PATH}}/lib:${{LD_LIBRARY_PATH}}
+export LD_LIBRARY_PATH=${{ATB_HOME_PATH}}/lib:${{ATB_HOME_PATH}}/examples:${{ATB_HOME_PATH}}/tests/atbopstest:${{LD_LIBRARY_PATH}}
+export PATH=${{ATB_HOME_PATH}}/bin:${{PATH}}
 """
 
 
