@@ -1,8 +1,8 @@
-"""NPU NIC state from hccn_tool output (pure)."""
+"""NPU NIC state from hccn_tool output (pure), and the hccl_network role's filters."""
 
 from __future__ import annotations
 
-from dapo_ops.ascend import parsers
+from dapo_ops.ascend import hccn, parsers
 from dapo_ops.errors import ParseError
 
 
@@ -24,3 +24,85 @@ def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
             if value != good:
                 problems.append(f"npu{npu}: {query.replace('_', ' ')} {value}")
     return problems
+
+
+def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
+    """What the NICs report (ip<N>, gateway<N>, netdetect<N> outputs) against the plan ({device_ips, netmask,
+    gateway, netdetect}; an empty gateway / netdetect is not checked: the role leaves those as they are)."""
+    problems = []
+    for npu, address in enumerate(plan.get("device_ips") or []):
+        readings = (
+            ("ip", parsers.parse_hccn_ip, "-ip", lambda ip: (ip.address, ip.netmask),
+             (str(address), str(plan.get("netmask")))),
+            ("gateway", hccn.parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
+            ("netdetect", hccn.parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
+        )
+        for name, parse, flag, value_of, want in readings:
+            if want is None:
+                continue
+            result = outputs.get(f"{name}{npu}")
+            if result is None:
+                problems.append(f"npu{npu}: no {name} reading")
+                continue
+            try:
+                got = value_of(parse(result.get("stdout", ""), f"hccn_tool -i {npu} {flag} -g"))
+            except ParseError as exc:
+                problems.append(f"npu{npu}: {exc}")
+                continue
+            if got != want:
+                show = "/".join(x or "unset" for x in got) if isinstance(got, tuple) else (got or "unset")
+                wanted = "/".join(want) if isinstance(want, tuple) else want
+                problems.append(f"npu{npu}: {name} {show}, planned {wanted}")
+    return problems
+
+
+def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> list[list[str]]:
+    """The hccn_tool calls that bring the NICs to the plan, from what they report (ip<N>, gateway<N>,
+    netdetect<N> outputs): per NPU its address (-ip -s address A netmask M) first, then the gateway (-gateway -s
+    gateway G, which must lie in that subnet), then the link-detection address (-netdetect -s address D); only
+    what differs, and nothing for an empty gateway / netdetect. A reading that cannot be parsed raises ParseError."""
+    commands = []
+    netmask = str(plan.get("netmask"))
+    for npu, address in enumerate(plan.get("device_ips") or []):
+        base = [hccn_tool, "-i", str(npu)]
+        ip = parsers.parse_hccn_ip(outputs.get(f"ip{npu}", {}).get("stdout") or "Get ipconf failed",
+                                   f"hccn_tool -i {npu} -ip -g")
+        if (ip.address, ip.netmask) != (str(address), netmask):
+            commands.append(base + ["-ip", "-s", "address", str(address), "netmask", netmask])
+        gateway = plan.get("gateway") or ""
+        if gateway and hccn.parse_hccn_gateway(outputs.get(f"gateway{npu}", {}).get("stdout", ""),
+                                               f"hccn_tool -i {npu} -gateway -g") != gateway:
+            commands.append(base + ["-gateway", "-s", "gateway", gateway])
+        netdetect = plan.get("netdetect") or ""
+        if netdetect and hccn.parse_hccn_netdetect(outputs.get(f"netdetect{npu}", {}).get("stdout", ""),
+                                                   f"hccn_tool -i {npu} -netdetect -g") != netdetect:
+            commands.append(base + ["-netdetect", "-s", "address", netdetect])
+    return commands
+
+
+def ping_commands(peers: list[dict], hccn_tool: str) -> dict[str, list[str]]:
+    """dapo_node_facts commands for the peer pings: ping<N> -> hccn_tool -i N -ping -g address PEER
+    (vllm-ascend at the pinned tag, docs/source/tutorials/multi_node.md, "Cross-Node PING Test")."""
+    return {f"ping{p['npu']}": [hccn_tool, "-i", str(p["npu"]), "-ping", "-g", "address", p["address"]]
+            for p in peers}
+
+
+def _peers(plans: dict, order: list[str], host: str) -> list[dict]:
+    return [{"npu": p.npu, "host": p.host, "address": p.address} for p in hccn.ping_peers(plans, order, host)]
+
+
+def _ping_problems(outputs: dict, peers: list[dict]) -> list[str]:
+    return hccn.ping_problems(outputs or {}, [hccn.Peer(int(p["npu"]), p["host"], p["address"]) for p in peers])
+
+
+# name -> function, registered by filter_plugins/dapo_ops.py (each gets the raw text / data first)
+FILTERS = {
+    "dapo_hccn_gateway": hccn.parse_hccn_gateway,
+    "dapo_hccn_netdetect": hccn.parse_hccn_netdetect,
+    "dapo_hccn_plan_problems": hccn.plan_problems,
+    "dapo_hccn_ping_peers": _peers,
+    "dapo_hccn_ping_commands": ping_commands,
+    "dapo_hccn_ping_problems": _ping_problems,
+    "dapo_hccn_config_problems": config_problems,
+    "dapo_hccn_planned_commands": planned_commands,
+}
