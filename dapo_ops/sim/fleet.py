@@ -374,6 +374,10 @@ class SimFleet:
             hbm_mb=int(self.manifest.platform["hbm_mb"]), factory_firmware=catalog["factory_firmware"],
             mcu_version=catalog["mcu_version"])
         (d / "hw" / "hw.json").write_text(json.dumps(model, indent=1, sort_keys=True))
+        # the fleet-wide RoCE fabric table (one entry per node), seen by every node at /dev/.dapo-sim/fabric
+        (d / "hw" / "fabric").mkdir()
+        (self.state_dir / "fabric").mkdir(exist_ok=True)
+        (self.state_dir / "fabric" / f"{node.name}.json").write_text(json.dumps(hwmodel.fabric_entry(model)))
         (d / "hw" / "boot_id").write_text(model["boot_id"] + "\n")
         shutil.copyfile(artifacts.ASSETS / EMU_NAME, d / "hw" / EMU_NAME)
         shutil.copyfile(artifacts.ASSETS / "run.sh", d / "hw" / "run")
@@ -413,6 +417,7 @@ class SimFleet:
             f"ln -s /proc/self/fd {dev}/fd",
             f"ln -s /proc/self/fd/0 {dev}/stdin; ln -s /proc/self/fd/1 {dev}/stdout; ln -s /proc/self/fd/2 {dev}/stderr",
             f"mount --bind {d}/hw {dev}/.dapo-sim",
+            f"mount --bind {d.parent.parent}/fabric {dev}/.dapo-sim/fabric",
             f"cd {dev} && touch {davinci} davinci_manager devmm_svm hisi_hdc && cd /",
             f"mount --move {dev} /dev",
             *(overlay_line(o) for o in LATE_OVERLAYS),
@@ -669,6 +674,7 @@ class SimFleet:
             _wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
                        ([state.mirror_pid] if state.mirror_pid else []))
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
+        shutil.rmtree(self.state_dir / "fabric", ignore_errors=True)
         for path in (self.state_file, self.inventory_dir / "hosts.yml", self.known_hosts, self.ssh_config):
             if path.exists():
                 path.unlink()

@@ -29,6 +29,7 @@ NPU_KNOBS = {
     "net_health": "e.g. Fault (hccn_tool -net_health)",
     "no-ip": "no device IP configured ('Get ipconf failed ...')",
     "hbm-used": "HBM already in use, in MB",
+    "roce": "'unreachable': the NPU's port is cut off from the RoCE fabric (link stays UP; hccn_tool -ping fails)",
 }
 
 
@@ -72,6 +73,8 @@ def parse_fault(spec: str) -> Fault:
         raise UsageError(f"fault {spec!r}: {knob} must be a whole number")
     if knob == "link" and value not in ("UP", "DOWN"):
         raise UsageError(f"fault {spec!r}: link must be UP or DOWN")
+    if knob == "roce" and value != "unreachable":
+        raise UsageError(f"fault {spec!r}: roce accepts only 'unreachable'")
     if knob == "hdk" and value != "out-of-range":
         raise UsageError(f"fault {spec!r}: hdk accepts only 'out-of-range'")
     if knob == "installer" and value != "dkms-fail":
@@ -194,4 +197,15 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
             npu["netmask"] = None
         elif fault.knob == "hbm-used":
             npu["hbm_used_mb"] = int(fault.value)
+        elif fault.knob == "roce":
+            npu["roce"] = fault.value
     return model
+
+
+def fabric_entry(model: dict) -> dict:
+    """A node's NPU ports as the simulated RoCE fabric table lists them (fabric/<node>.json, shared by the
+    fleet); the emulated hccn_tool keeps its own node's entry current (ascend_emu.py fabric_entry)."""
+    return {"hostname": model["hostname"],
+            "npus": [{"id": n["id"], "address": n.get("device_ip"), "netmask": n.get("netmask"),
+                      "gateway": n.get("gateway"), "link": n["link"], "roce": n.get("roce") or "ok"}
+                     for n in model["npus"] if n.get("present", True)]}

@@ -2,7 +2,8 @@
 """Emulated Ascend node tools for the dapo-ops simulated fleet (multi-call: the name it is run as decides).
 
     npu-smi      info | info -l | info -m | info -t board|health|temp|power|usages -i N [-c C] | upgrade -b mcu -i N
-    hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway -g | -i N -ip -s address A netmask M | ...
+    hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway -g | -i N -ip -s address A netmask M |
+                 -i N -gateway -s gateway G | -i N -netdetect -s address A | -i N -ping -g address A
     lspci        [-n|-nn] [-d VENDOR:DEVICE]
     upgrade-tool --device_index -1 --component -1 --version
     sim-reboot   activate pending driver/firmware, new boot id (the Ansible reboot module's reboot_command)
@@ -18,6 +19,7 @@ import sys
 HW_DIR = os.environ.get("DAPO_SIM_HW_DIR", "/dev/.dapo-sim")
 ASCEND = os.environ.get("DAPO_SIM_ASCEND", "/usr/local/Ascend")
 HCCN_CONF = os.environ.get("DAPO_SIM_HCCN_CONF", "/etc/hccn.conf")
+FABRIC_DIR = os.environ.get("DAPO_SIM_FABRIC_DIR", os.path.join(HW_DIR, "fabric"))
 KV = "\t%-30s : %s"
 
 
@@ -241,6 +243,7 @@ def npu_smi(args):
 
 
 def write_hccn_conf(hw):
+    # The keys and their order follow /etc/hccn.conf as the real hccn_tool writes it (ascend.md §3.3).
     lines = []
     for npu in present(hw):
         i = npu["id"]
@@ -256,6 +259,86 @@ def write_hccn_conf(hw):
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + ("\n" if lines else ""))
     os.replace(tmp, HCCN_CONF)
+
+
+# The RoCE fabric between the simulated nodes: every node publishes its NPU ports (address, netmask, gateway,
+# link, the roce fault knob) as FABRIC_DIR/<hostname>.json, a directory the fleet shares with all its nodes.
+# `sim up` writes each node's first entry (dapo_ops.sim.hwmodel.fabric_entry, which this mirrors); a node
+# rewrites its own entry whenever its hccn settings change, and -ping reads the others' entries.
+
+
+def fabric_entry(hw):
+    return {"hostname": hw["hostname"],
+            "npus": [{"id": n["id"], "address": n.get("device_ip"), "netmask": n.get("netmask"),
+                      "gateway": n.get("gateway"), "link": n["link"], "roce": n.get("roce") or "ok"}
+                     for n in present(hw)]}
+
+
+def write_fabric(hw):
+    if not os.path.isdir(FABRIC_DIR):
+        return
+    path = os.path.join(FABRIC_DIR, hw["hostname"] + ".json")
+    tmp = path + ".%d.tmp" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(fabric_entry(hw), f, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def fabric_ports(hw):
+    """Every NPU port of the fleet: this node's from its own model, the other nodes' from their entries."""
+    ports = [dict(p, hostname=hw["hostname"]) for p in fabric_entry(hw)["npus"]]
+    try:
+        names = sorted(os.listdir(FABRIC_DIR))
+    except OSError:
+        names = []
+    for name in names:
+        if not name.endswith(".json") or name == hw["hostname"] + ".json":
+            continue
+        try:
+            with open(os.path.join(FABRIC_DIR, name)) as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            continue
+        ports += [dict(p, hostname=entry.get("hostname")) for p in entry.get("npus", [])]
+    return ports
+
+
+def ip_int(address):
+    parts = [int(x) for x in address.split(".")]
+    if len(parts) != 4 or not all(0 <= x <= 255 for x in parts):
+        raise ValueError(address)
+    return (parts[0] << 24) | (parts[1] << 16) | (parts[2] << 8) | parts[3]
+
+
+def routable(src, src_mask, gateway, dst):
+    """src can send to dst: the same subnet, or a gateway inside src's subnet."""
+    try:
+        mask = ip_int(src_mask)
+        if ip_int(src) & mask == ip_int(dst) & mask:
+            return True
+        return bool(gateway) and ip_int(gateway) & mask == ip_int(src) & mask
+    except (ValueError, AttributeError):
+        return False
+
+
+def ping_reaches(local, target, ports):
+    """The RoCE ping from NPU port `local` to `target` is answered: both ports are UP and addressed, neither is cut
+    off (the roce=unreachable knob), `target` is an NPU port of the fleet, and each side can route to the other."""
+    if local["link"] != "UP" or not local.get("address") or local.get("roce", "ok") != "ok":
+        return False
+    peer = next((p for p in ports if p.get("address") == target), None)
+    if peer is None or peer["link"] != "UP" or peer.get("roce", "ok") != "ok":
+        return False
+    if peer.get("hostname") == local.get("hostname") and peer["id"] == local["id"]:
+        return True
+    return (routable(local["address"], local.get("netmask"), local.get("gateway"), target) and
+            routable(target, peer.get("netmask"), peer.get("gateway"), local["address"]))
+
+
+def save_hccn(hw):
+    save_hw(hw)
+    write_hccn_conf(hw)
+    write_fabric(hw)
 
 
 def hccn_tool(args):
@@ -284,28 +367,41 @@ def hccn_tool(args):
         if not address or not netmask:
             usage_error("-ip -s address <ip> netmask <mask>")
         npu["device_ip"], npu["netmask"] = address, netmask
-        save_hw(hw)
-        write_hccn_conf(hw)
+        save_hccn(hw)
         return ""
     if "-netdetect" in args:
+        # -netdetect -s address A (Huawei MindCluster toolbox guide, "Using hccn_tool to Configure the IP Address
+        # and Subnet Mask of the RoCE NIC"); read back as 'netdetect address: A'.
         if setting:
-            npu["netdetect"] = option(args, "address")
-            save_hw(hw)
-            write_hccn_conf(hw)
+            address = option(args, "address")
+            if not address:
+                usage_error("-netdetect -s address <ip>")
+            npu["netdetect"] = address
+            save_hccn(hw)
             return ""
         return "netdetect address: %s" % (npu.get("netdetect") or "")
     if "-gateway" in args:
+        # -gateway -s gateway G (ascend.md §3.3); read back as 'default gateway:G, Iface:ethN'.
         if setting:
-            npu["gateway"] = option(args, "gateway") or option(args, "address")
-            save_hw(hw)
-            write_hccn_conf(hw)
+            gateway = option(args, "gateway")
+            if not gateway:
+                usage_error("-gateway -s gateway <ip>")
+            npu["gateway"] = gateway
+            save_hccn(hw)
             return ""
         return "default gateway:%s, Iface:eth%d" % (npu.get("gateway") or "", npu_id)
     if "-ping" in args and getting:
+        # Output as the real tool prints it: ascend.md §3.3 for the answered ping; an unanswered probe prints
+        # 'recv time out seq=K' and the summary counts it (Huawei MindIE multi-node guide; MindCluster's
+        # troubleshooting guide: '3 packets transmitted, 0 received, 100.00% packet loss' = broken RoCE network).
         target = option(args, "address")
-        ok = npu["link"] == "UP" and npu["net_health"] == "Success"
+        if not target:
+            usage_error("-ping -g address <ip>")
+        local = dict(fabric_entry(hw)["npus"][present(hw).index(npu)], hostname=hw["hostname"])
+        ok = ping_reaches(local, target, fabric_ports(hw))
         lines = ["device %d PING %s" % (npu_id, target)]
-        lines += ["recv seq=%d,time=1.4%02d000ms" % (s, s) for s in range(3)] if ok else []
+        lines += [("recv seq=%d,time=0.%03d000ms" % (s, 48 + 7 * s)) if ok else ("recv time out seq=%d" % s)
+                  for s in range(3)]
         lines.append("3 packets transmitted, %d received, %s packet loss" % ((3, "0.00%") if ok else (0, "100.00%")))
         return "\n".join(lines)
     usage_error("unsupported hccn_tool command: %s" % " ".join(args))
