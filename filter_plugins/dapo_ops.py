@@ -128,6 +128,15 @@ def version_matches(dist, pinned):
     return matches(version, None if pinned is None else str(pinned))
 
 
+def _hccn_filters():
+    """The hccl_network role's filters (dapo_ops.ascend.nic.FILTERS), a ParseError becoming a filter error."""
+    import functools
+
+    from dapo_ops.ascend.nic import FILTERS
+
+    return {name: functools.partial(_wrap, fn) for name, fn in FILTERS.items()}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -145,5 +154,6 @@ class FilterModule:
             "dapo_satisfies": satisfies,
             "dapo_unsatisfied": unsatisfied,
             "dapo_hccn_problems": hccn_problems,
+            **_hccn_filters(),
             "dapo_version_matches": version_matches,
         }

@@ -1,0 +1,85 @@
+"""The hccl_network role on the simulated fleet: the RoCE plan is checked before any change, gateways and
+netdetect are set (persisted in /etc/hccn.conf), every NPU pings its peer NPU on the other node."""
+
+import pytest
+import yaml
+
+from dapo_ops.sim.fleet import FleetSpec
+
+from .ansible_helpers import playbook
+from .helpers import hosts, sh
+
+SPEC = FleetSpec(nodes=2, npus_per_node=8, provisioned=True)  # the audit tests' fleet: reused when it is up
+HCCN = "/usr/local/Ascend/driver/tools/hccn_tool"
+
+
+def plan_inventory(path, gateways=True, gateway_suffix=1):
+    """The example inventory's plan on node1/node2: 10.20.<n>.11-18/24, gateway 10.20.<n>.1."""
+    node_vars = {}
+    for n in (1, 2):
+        node_vars[f"node{n}"] = {"dapo_device_ips": [f"10.20.{n}.{11 + k}" for k in range(8)]}
+        if gateways:
+            node_vars[f"node{n}"]["dapo_device_gateway"] = f"10.20.{n}.{gateway_suffix}"
+    path.write_text(yaml.safe_dump({"all": {"vars": {"hccl_network_enabled": True,
+                                                     "dapo_device_netmask": "255.255.255.0"},
+                                            "hosts": node_vars}}))
+    return path
+
+
+def hccn_conf(nodes):
+    return {name: sh(host, "cat /etc/hccn.conf").stdout for name, host in nodes.items()}
+
+
+@pytest.fixture(scope="module")
+def fleet(sim):
+    sim.up(SPEC)
+    if "10.20.1.11" in hccn_conf(hosts())["node1"]:  # a fleet an earlier run of these tests already configured
+        sim.down()
+        sim.up(SPEC)
+    return hosts()
+
+
+def test_per_node_subnets_without_gateways_are_refused_before_any_change(fleet, tmp_path):
+    before = hccn_conf(fleet)
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=plan_inventory(tmp_path / "p.yml", gateways=False))
+    assert rc != 0
+    assert ("node1: RoCE plan: npu0-7 cannot reach the same NPUs of node2: subnets 10.20.1.0/24 and 10.20.2.0/24 "
+            "differ and node1 and node2 set no gateway") in output
+    assert "node2: RoCE plan: npu0-7 cannot reach the same NPUs of node1" in output
+    assert all(r["changed"] == 0 for r in recap.values()), recap
+    assert hccn_conf(fleet) == before
+
+
+def test_with_gateways_every_npu_reaches_its_peer_and_a_second_run_changes_nothing(fleet, tmp_path):
+    inventory = plan_inventory(tmp_path / "p.yml")
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
+    assert rc == 0, output[-3000:]
+    assert all(r["changed"] > 0 and r["failed"] == 0 for r in recap.values()), recap
+    assert "8 NPUs reach their peers on node2" in output and "8 NPUs reach their peers on node1" in output
+    conf = hccn_conf(fleet)
+    for n in (1, 2):
+        lines = conf[f"node{n}"].splitlines()
+        assert lines[lines.index(f"address_3=10.20.{n}.14"):][:4] == [
+            f"address_3=10.20.{n}.14", "netmask_3=255.255.255.0", f"netdetect_3=10.20.{n}.1", f"gateway_3=10.20.{n}.1"]
+    ping = sh(fleet["node1"], f"{HCCN} -i 5 -ping -g address 10.20.2.16").stdout
+    assert "3 packets transmitted, 3 received, 0.00% packet loss" in ping
+
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
+    assert rc == 0 and all(r["changed"] == 0 for r in recap.values()), recap
+
+    # check mode reports a changed gateway without setting it
+    rc, output, recap = playbook("--tags", "hccl", "--check",
+                                 extra_inventory=plan_inventory(tmp_path / "c.yml", gateway_suffix=254))
+    assert rc == 0 and all(r["changed"] > 0 for r in recap.values()), recap
+    assert "changed: [node1] => (item=-i 7 -gateway -s gateway 10.20.1.254)" in output
+    assert hccn_conf(fleet) == conf
+
+
+def test_a_cut_off_npu_port_fails_the_ping_naming_host_npu_and_peer(sim, tmp_path):
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True, faults=("node2.npu3:roce=unreachable",)))
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=plan_inventory(tmp_path / "p.yml"))
+    assert rc != 0
+    assert ("node1: cross-node ping failed: npu3 -> node2 npu3 (10.20.2.14): 3 packets transmitted, 0 received, "
+            "100.00% packet loss") in output, output[-3000:]
+    assert "node2: cross-node ping failed: npu3 -> node1 npu3 (10.20.1.14)" in output
+    assert "npu2 ->" not in output and "npu4 ->" not in output
