@@ -155,3 +155,12 @@ def test_nnal_sourced_with_the_other_cxx_abi_fails_verify(provisioned):
     finally:
         rc, output, _ = playbook("--tags", "cann,verify", "--limit", "node2")
         assert rc == 0, output[-3000:]
+
+
+def test_a_moved_tag_is_refused_naming_both_commits(provisioned):
+    """The checkout must be at the pinned commit: a tag that names another commit is another source."""
+    wrong = "0" * 40
+    rc, output, _ = playbook("--tags", "verl", "--limit", "node1", "-e",
+                             json.dumps({"dapo_source_commits": {"verl": wrong}}))
+    manifest = load_manifest()
+    assert rc != 0 and f"tag {manifest.source('verl').ref} is at commit" in output and wrong in output, output[-3000:]
