@@ -1,7 +1,7 @@
 """Would the node's host firewall drop Ray's or HCCL's incoming TCP connections? (pure; no I/O)
 
 The node-side module (library/dapo_node_facts.py) returns the raw output of `nft list ruleset`, `iptables-save`,
-`ufw status verbose` and `firewall-cmd --state` / `--list-all` (rc 127 when a tool is absent); this module judges,
+`ufw status verbose` and `firewall-cmd --state` / `--list-all-zones` (rc 127 when a tool is absent); this module judges,
 for every wanted port, whether a NEW TCP connection from a peer node would get through the input path.
 
 The model, deliberately small and on the side of not crying wolf:
@@ -15,8 +15,10 @@ The model, deliberately small and on the side of not crying wolf:
   enough (a packet must pass every input chain).
 - ufw (when `Status: active`): the default incoming policy and the ALLOW/DENY/REJECT rules of `ufw status verbose`.
   ufw's own iptables/nftables chains (`ufw-*`) are judged through ufw, not rule by rule.
-- firewalld (when `firewall-cmd --state` says `running`): the default zone's target and `ports:` from
-  `firewall-cmd --list-all` (rich rules are not judged). Its `inet firewalld` table is judged through firewalld.
+- firewalld (when `firewall-cmd --state` says `running`): the target and `ports:` of every zone that takes traffic
+  (active or default) in `firewall-cmd --list-all-zones`; a port one of them accepts is not reported, since which
+  zone the peers' traffic enters (the HCCL NIC's, or a source's) is not known here. Services and rich rules are not
+  judged. Its `inet firewalld` table is judged through firewalld.
 """
 
 from __future__ import annotations
@@ -397,6 +399,30 @@ def _firewalld(list_all: str, port: int) -> str:
     return "drop"
 
 
+def firewalld_zones(text: str) -> dict[str, str]:
+    """`firewall-cmd --list-all-zones` (or `--list-all`) -> the zones that take traffic (marked active or default;
+    for `--list-all`, its one zone), name -> that zone's block."""
+    blocks: dict[str, tuple[str, str]] = {}
+    name = None
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            head = line.split()
+            name = head[0]
+            blocks[name] = (line[len(name):], "")
+        elif name is not None:
+            marks, body = blocks[name]
+            blocks[name] = (marks, body + line + "\n")
+    if len(blocks) == 1:
+        return {n: body for n, (_, body) in blocks.items()}
+    return {n: body for n, (marks, body) in blocks.items() if "active" in marks or "default" in marks}
+
+
+def _firewalld_zones(zones: dict[str, str], port: int) -> str:
+    """Traffic from the cluster's peers enters the zone bound to its NIC or source, which the node's outputs do not
+    say: a port any zone that takes traffic accepts is not reported (no false alarm stops a host)."""
+    return "accept" if any(_firewalld(body, port) == "accept" for body in zones.values()) else "drop"
+
+
 # ----------------------------------------------------------------------------------------------- verdicts
 
 @dataclass(frozen=True)
@@ -421,9 +447,9 @@ def blocked_ports(outputs: dict, wanted: dict[str, tuple[int, int]]) -> list[Blo
     if ufw_active:
         judges.append(("ufw (default incoming policy and rules)", lambda p: _ufw(ufw_text, p)))
     if firewalld_running:
-        list_all = _out(outputs, "firewalld") or ""
-        zone = (list_all.split() or ["?"])[0]
-        judges.append((f"firewalld (zone {zone})", lambda p: _firewalld(list_all, p)))
+        zones = firewalld_zones(_out(outputs, "firewalld") or "")
+        judges.append((f"firewalld (zone{'s' if len(zones) > 1 else ''} {', '.join(zones) or '?'})",
+                       lambda p: _firewalld_zones(zones, p)))
     parsed = []
     nft_text = _out(outputs, "nft")
     if nft_text:

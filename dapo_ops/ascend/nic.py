@@ -56,26 +56,36 @@ def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
     return problems
 
 
+def _reading(outputs: dict[str, dict], key: str, parse, command: str):
+    """A parsed hccn_tool reading, or None when the tool did not answer (not installed yet, as on a fresh node in
+    check mode, or it failed): the value is then unknown and the plan's call is made. Output the tool printed with
+    success but that does not parse still raises ParseError."""
+    result = outputs.get(key) or {}
+    if result.get("rc") not in (0, None) or not (result.get("stdout") or "").strip():
+        return None
+    return parse(result["stdout"], command)
+
+
 def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> list[list[str]]:
     """The hccn_tool calls that bring the NICs to the plan, from what they report (ip<N>, gateway<N>,
     netdetect<N> outputs): per NPU its address (-ip -s address A netmask M) first, then the gateway (-gateway -s
     gateway G, which must lie in that subnet), then the link-detection address (-netdetect -s address D); only
-    what differs, and nothing for an empty gateway / netdetect. A reading that cannot be parsed raises ParseError."""
+    what differs (a reading the tool did not give counts as different), and nothing for an empty gateway /
+    netdetect."""
     commands = []
     netmask = str(plan.get("netmask"))
     for npu, address in enumerate(plan.get("device_ips") or []):
         base = [hccn_tool, "-i", str(npu)]
-        ip = parsers.parse_hccn_ip(outputs.get(f"ip{npu}", {}).get("stdout") or "Get ipconf failed",
-                                   f"hccn_tool -i {npu} -ip -g")
-        if (ip.address, ip.netmask) != (str(address), netmask):
+        ip = _reading(outputs, f"ip{npu}", parsers.parse_hccn_ip, f"hccn_tool -i {npu} -ip -g")
+        if ip is None or (ip.address, ip.netmask) != (str(address), netmask):
             commands.append(base + ["-ip", "-s", "address", str(address), "netmask", netmask])
         gateway = plan.get("gateway") or ""
-        if gateway and hccn.parse_hccn_gateway(outputs.get(f"gateway{npu}", {}).get("stdout", ""),
-                                               f"hccn_tool -i {npu} -gateway -g") != gateway:
+        if gateway and _reading(outputs, f"gateway{npu}", hccn.parse_hccn_gateway,
+                                f"hccn_tool -i {npu} -gateway -g") != gateway:
             commands.append(base + ["-gateway", "-s", "gateway", gateway])
         netdetect = plan.get("netdetect") or ""
-        if netdetect and hccn.parse_hccn_netdetect(outputs.get(f"netdetect{npu}", {}).get("stdout", ""),
-                                                   f"hccn_tool -i {npu} -netdetect -g") != netdetect:
+        if netdetect and _reading(outputs, f"netdetect{npu}", hccn.parse_hccn_netdetect,
+                                  f"hccn_tool -i {npu} -netdetect -g") != netdetect:
             commands.append(base + ["-netdetect", "-s", "address", netdetect])
     return commands
 

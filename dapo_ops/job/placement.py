@@ -20,6 +20,8 @@ def job_hosts(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) ->
     """The job's hosts in rank order: the head (cluster.head, else the first host), then the others in inventory
     order, `nodes` (default cluster.nodes) of them."""
     count = spec.cluster.nodes if nodes is None else nodes
+    if count < 1:
+        raise SpecError(f"{'cluster.nodes' if nodes is None else '--nodes'} is {count}; it must be a positive number")
     names = [h.name for h in hosts]
     head = spec.cluster.head or (names[0] if names else None)
     if head not in names:

@@ -154,8 +154,9 @@ def build_actor_class(ray):
                 problems.append(f"interface {self.node['nic']} has no IPv4 address on {socket.gethostname()}")
             elif nic_address != self.node["ip"]:
                 problems.append(f"interface {self.node['nic']} has {nic_address}, expected {self.node['ip']}")
-            if os.environ.get("HCCL_IF_IP") not in (None, self.node["ip"]):
-                problems.append(f"HCCL_IF_IP={os.environ['HCCL_IF_IP']}, expected {self.node['ip']}")
+            if os.environ.get("HCCL_IF_IP") != self.node["ip"]:
+                problems.append(f"HCCL_IF_IP={os.environ.get('HCCL_IF_IP')!r}, expected {self.node['ip']!r} (the "
+                                "address of the HCCL NIC)")
             ids = [str(i) for i in ray.get_runtime_context().get_accelerator_ids().get("NPU", [])]
             device = None
             if len(ids) != 1:

@@ -379,9 +379,13 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         "recipe/__init__.py": "",
         "recipe/dapo/main_dapo.py": MAIN_DAPO,
         verl.extra["recipe_config"]: DAPO_TRAINER_YAML,
+        # The real file at the pinned tag, less what the mirror does not serve yet: it lists hydra-core,
+        # numpy<2.0.0, ray[default] (unpinned), triton-ascend at the recipe's pin and no protobuf, plus accelerate,
+        # codetiming, datasets, dill, pandas, peft, pyarrow, pybind11, pylatexenc, tensordict, wandb, mathruler,
+        # torchdata, einops, qwen_vl_utils and hf_transfer, which are left out here.
         verl.extra["requirements"]: "\n".join([
-            "hydra-core", "omegaconf", "numpy<2.0.0", f"ray[default]{manifest.packages['ray']}", "protobuf",
-            "pyyaml"]) + "\n",
+            "hydra-core", "numpy<2.0.0", "ray[default]",
+            f"triton-ascend{manifest.packages['triton_ascend']}"]) + "\n",
         "README.md": f"verl {verl.ref} stand-in for the dapo-ops simulated fleet (trainer config from the real wheel).\n",
     }
     verl_files.update(verl_trainer_configs(verl_wheel))

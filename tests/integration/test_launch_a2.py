@@ -134,7 +134,8 @@ def test_vllm_ascend_refuses_expandable_segments_with_sleep_mode(fleet):
 
 def test_graph_mode_refuses_task_queue_2(fleet):
     """verl's Ascend notes (docs/ascend_tutorial/ascend_optimization_pratice/gspo_optimization_practice.md): with
-    ACL graph on, TASK_QUEUE_ENABLE must be 1."""
+    ACL graph on, TASK_QUEUE_ENABLE must be 1 "or it errors". The notes quote no error text, so the stand-in's
+    message is the simulator's own; what is pinned here is that graph mode refuses 2 and eager mode takes it."""
     code = ("from vllm_ascend.worker.worker_v1 import NPUWorker\n"
             "NPUWorker(enable_sleep_mode=False, enforce_eager=False).load_model()\n")
     refused = in_env(fleet["node1"], code, "TASK_QUEUE_ENABLE=2")

@@ -3,7 +3,8 @@
 tests/data/firewall/nft-*.txt and iptables-save-*.txt were recorded with nft 1.0.6 and iptables-nft 1.8.9 (Debian 12)
 in a scratch network namespace (`nft -f RULES; nft list ruleset`, `iptables ...; iptables-save`);
 nft-from-iptables-nft.txt is `nft list ruleset` of the iptables rules of iptables-save-reject.txt. The ufw and
-firewalld files are written in the formats of `ufw status verbose` and `firewall-cmd --list-all`."""
+firewalld files are written in the formats of `ufw status verbose` and `firewall-cmd --list-all` /
+`--list-all-zones`."""
 
 from pathlib import Path
 
@@ -84,6 +85,15 @@ def test_firewalld_running_default_zone():
     assert problems(firewalld_state=running, firewalld=ok("firewalld-list-all.txt")) == [
         "firewalld (zone public) drops incoming TCP to HCCL if_base 60000-60031"]
     assert problems(firewalld_state=running, firewalld=ok("firewalld-list-all-trusted.txt")) == []
+
+
+def test_firewalld_judges_every_zone_that_takes_traffic():
+    """`firewall-cmd --list-all-zones`: the cluster NIC in an active `trusted` zone is open even though the default
+    zone does not list HCCL's ports; zones nothing is bound to do not count."""
+    running = {"rc": 0, "stdout": "running\n", "stderr": ""}
+    assert problems(firewalld_state=running, firewalld=ok("firewalld-list-all-zones.txt")) == []
+    assert problems(firewalld_state=running, firewalld=ok("firewalld-list-all-zones-trusted-unused.txt")) == [
+        "firewalld (zone public) drops incoming TCP to HCCL if_base 60000-60031"]
 
 
 @pytest.mark.parametrize("spec, expected", [(6379, (6379, 6379)), ("10002-19999", (10002, 19999)),

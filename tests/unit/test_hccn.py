@@ -173,8 +173,14 @@ def test_planned_commands_set_only_what_differs_ip_first():
     ]
     mine["gateway"] = mine["netdetect"] = ""  # not planned: left as they are
     assert [c[3] for c in nic.planned_commands(outputs, mine, "hccn_tool")] == ["-ip", "-ip"]
+    # a tool that did not answer (failed, or not installed yet: a fresh node in check mode) leaves the value unknown,
+    # so the plan's call is made (and a failing tool then fails that call, with its own message)
     outputs["gateway1"] = {"rc": 255, "stdout": "dcmi module initialize failed. ret is -8005"}
     mine["gateway"] = "10.20.1.1"
+    assert t + ["-i", "1", "-gateway", "-s", "gateway", "10.20.1.1"] in nic.planned_commands(outputs, mine, "hccn_tool")
+    fresh = {f"{q}{n}": {"rc": 127, "stdout": ""} for q in ("ip", "gateway", "netdetect") for n in range(3)}
+    assert len(nic.planned_commands(fresh, mine, "hccn_tool")) == 6 and len(nic.planned_commands({}, mine, "x")) == 6
+    outputs["gateway1"] = {"rc": 0, "stdout": "something else entirely"}  # answered, but not in the known format
     with pytest.raises(ParseError, match="hccn_tool -i 1 -gateway -g"):
         nic.planned_commands(outputs, mine, "hccn_tool")
 

@@ -172,3 +172,11 @@ def test_the_rehearsal_checks_the_model_and_data_files():
     spec = parse_spec(seed())
     files = required_files(spec)
     assert set(files) == {"/data/models/Qwen3-30B-A3B/config.json", spec.data.train_files, spec.data.val_files}
+
+
+@pytest.mark.parametrize("nodes", [0, -1])
+def test_a_non_positive_node_count_is_refused(nodes):
+    with pytest.raises(SpecError, match=f"cluster.nodes is {nodes}; it must be a positive number"):
+        place(parse_spec(seed(cluster__nodes=nodes)), [host("a"), host("b")])
+    with pytest.raises(SpecError, match=f"--nodes is {nodes}; it must be a positive number"):
+        place(parse_spec(seed()), [host("a"), host("b")], nodes)

@@ -149,7 +149,7 @@ def ranks(world, tmp_path, monkeypatch, backend="tcp"):
     monkeypatch.setenv("DAPO_TEST_CANN", str(tmp_path))
     for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         monkeypatch.setenv(name, "lo")
-    monkeypatch.delenv("HCCL_IF_IP", raising=False)
+    monkeypatch.setenv("HCCL_IF_IP", "127.0.0.1")
     ray = StandInRay()
     node = {"name": "node1", "ip": "127.0.0.1", "nic": "lo"}
     config = {"backend": backend, "required_env": ["DAPO_TEST_CANN"], "chunk_bytes": 4096, "collective_timeout": 10}
@@ -184,6 +184,10 @@ def test_a_rank_reports_each_problem_of_its_host_environment_and_device(tmp_path
     assert check["problems"][0] == "DAPO_TEST_CANN is not set (the CANN environment was not sourced)"
     assert "GLOO_SOCKET_IFNAME='eth9', expected 'lo'" in check["problems"]
     assert check["problems"][-1] == "/dev/davinci6 is missing (NPU 6 not visible on this node)"
+    monkeypatch.delenv("HCCL_IF_IP")
+    assert "HCCL_IF_IP=None, expected '127.0.0.1' (the address of the HCCL NIC)" in actor.check()["problems"]
+    monkeypatch.setenv("HCCL_IF_IP", "10.77.0.11")
+    assert "HCCL_IF_IP='10.77.0.11', expected '127.0.0.1' (the address of the HCCL NIC)" in actor.check()["problems"]
     ray.npu_ids = []
     assert "Ray gave this rank NPU ids [], expected exactly one" in actor.check()["problems"]
 
