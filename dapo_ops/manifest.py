@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,34 @@ class SourceRepo:
 
 
 @dataclass(frozen=True)
+class LockPlatform:
+    """One node platform's lock (manifest lock.platforms.<name>)."""
+
+    name: str
+    file: str
+    python_platform: str                 # uv --python-platform
+    in_force: bool
+    reason: str | None = None            # why a platform is not in force
+    extra_index_urls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LockConfig:
+    """Which lock is in force (manifest `lock:`): where it lives, its inputs and its platforms."""
+
+    dir: str                             # relative to the project root
+    index_url: str
+    direct: str                          # the input file generated from the manifest
+    layers: dict[str, str]               # source key (manifest `sources`) -> requirements path in its checkout
+    exclude: dict[str, str]              # distribution -> why it is left out of the lock
+    platforms: dict[str, LockPlatform]
+
+    def layer_file(self, source: str) -> str:
+        """The recorded copy of a layer's requirements, in the lock dir."""
+        return f"{source}.in"
+
+
+@dataclass(frozen=True)
 class StackManifest:
     name: str
     platform: dict[str, Any]
@@ -45,6 +73,8 @@ class StackManifest:
     packages: dict[str, str]
     sources: dict[str, SourceRepo]
     raw: dict[str, Any]
+    cann_deps: dict[str, str] = field(default_factory=dict)
+    lock: LockConfig | None = None
 
     def artifact(self, key: str) -> Artifact:
         try:
@@ -79,6 +109,42 @@ def _require(mapping: Any, key: str, where: str) -> Any:
     if not isinstance(mapping, dict) or key not in mapping or mapping[key] in (None, ""):
         raise ManifestError(f"stack manifest: {where}.{key} is missing")
     return mapping[key]
+
+
+def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockConfig:
+    where = "lock"
+    platforms: dict[str, LockPlatform] = {}
+    raw_platforms = _require(data, "platforms", where)
+    if not isinstance(raw_platforms, dict):
+        raise ManifestError(f"{source}: lock.platforms must be a mapping")
+    for name, item in raw_platforms.items():
+        at = f"lock.platforms.{name}"
+        in_force = item.get("in_force", True) if isinstance(item, dict) else True
+        if not isinstance(in_force, bool):
+            raise ManifestError(f"{source}: {at}.in_force must be true or false")
+        urls = item.get("extra_index_urls") or []
+        if not isinstance(urls, list):
+            raise ManifestError(f"{source}: {at}.extra_index_urls must be a list")
+        platforms[str(name)] = LockPlatform(
+            name=str(name), file=str(_require(item, "file", at)),
+            python_platform=str(_require(item, "python_platform", at)), in_force=in_force,
+            reason=str(item["reason"]) if item.get("reason") else None,
+            extra_index_urls=tuple(str(u) for u in urls))
+        if not in_force and not platforms[str(name)].reason:
+            raise ManifestError(f"{source}: {at} is not in force but gives no reason")
+    layers = _require(data, "layers", where)
+    if not isinstance(layers, dict):
+        raise ManifestError(f"{source}: lock.layers must be a mapping")
+    for key in layers:
+        if key not in sources:
+            raise ManifestError(f"{source}: lock.layers.{key} names no entry of sources")
+    exclude = data.get("exclude") or {}
+    if not isinstance(exclude, dict):
+        raise ManifestError(f"{source}: lock.exclude must be a mapping of package -> reason")
+    return LockConfig(dir=str(_require(data, "dir", where)), index_url=str(_require(data, "index_url", where)),
+                      direct=str(_require(data, "direct", where)),
+                      layers={str(k): str(v) for k, v in layers.items()},
+                      exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms)
 
 
 def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
@@ -118,6 +184,8 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
         packages={str(k): str(v) for k, v in (_require(python, "packages", "python") or {}).items()},
         sources=sources,
         raw=data,
+        cann_deps={str(k): str(v) for k, v in (python.get("cann_deps") or {}).items()},
+        lock=_parse_lock(data["lock"], sources, source) if data.get("lock") is not None else None,
     )
 
 

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from dapo_ops.errors import UsageError
 
@@ -111,3 +113,212 @@ def parse_lock(text: str, source: str = "lock") -> dict[str, LockedPackage]:
                                        markers=str(requirement.marker) if requirement.marker else None,
                                        extras=tuple(sorted(requirement.extras)), line_no=line_no)
     return packages
+
+
+# ------------------------------------------------------------------------------------ inputs and --check (pure)
+
+# verl's requirements-npu.txt and setup.py install_requires at the pinned tag (sources.verl) ask for `ray[default]`:
+# the lock resolves Ray with that extra so the dashboard/agent dependencies a Ray node starts with are locked too.
+DIRECT_EXTRAS = {"ray": "default"}
+HEADER_KEYS = ("repo", "tag", "commit", "path", "verified")
+
+
+@dataclass(frozen=True)
+class RequirementsInput:
+    """A requirements input file (direct.in or a recorded layer file): its header and its requirements."""
+
+    source: str
+    header: dict[str, str]
+    requirements: tuple[tuple[int, Requirement], ...]   # (line number, requirement)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def parse_requirements_input(text: str, source: str) -> RequirementsInput:
+    """A pip requirements input. Options (-r, --extra-index-url, ...) are ignored: layer files are recorded
+    verbatim from upstream and the lock is made from exactly these files. The leading comment block may carry
+    `# key: value` header lines (HEADER_KEYS)."""
+    header: dict[str, str] = {}
+    for raw in text.splitlines():
+        if not raw.startswith("#"):
+            if raw.strip():
+                break
+            continue
+        match = re.match(r"^#\s*([a-z]+):\s*(.*?)\s*$", raw)
+        if match and match.group(1) in HEADER_KEYS:
+            header[match.group(1)] = match.group(2)
+    requirements: list[tuple[int, Requirement]] = []
+    for line_no, line in _logical_lines(text):
+        if line.startswith("-"):
+            continue
+        try:
+            requirements.append((line_no, Requirement(line)))
+        except InvalidRequirement as exc:
+            reason = str(exc).splitlines()[0]
+            raise LockParseError(source, line_no, f"not a valid requirement ({reason})", line) from None
+    return RequirementsInput(source=source, header=header, requirements=tuple(requirements))
+
+
+def manifest_requirements(manifest) -> dict[str, str]:
+    """The direct requirements the manifest pins: normalised name -> pip specifier (python.packages, then
+    python.cann_deps). A name in both must carry the same specifier."""
+    out: dict[str, str] = {}
+    for name, spec in list(manifest.packages.items()) + list(manifest.cann_deps.items()):
+        key = normalize_name(name)
+        if key in out and out[key] != spec:
+            raise UsageError(f"stack manifest pins {key} twice, as {out[key]!r} and {spec!r}")
+        out[key] = spec
+    return out
+
+
+def render_direct_in(manifest, manifest_name: str = "stack/manifest.yml") -> str:
+    """stack/lock/direct.in: the direct requirements generated from the manifest (never edited by hand)."""
+    lines = [f"# Generated from {manifest_name} (python.packages, python.cann_deps) by `dapo-ops stack lock`;",
+             "# do not edit: change the manifest and regenerate."]
+    for name, spec in manifest_requirements(manifest).items():
+        extra = f"[{DIRECT_EXTRAS[name]}]" if name in DIRECT_EXTRAS else ""
+        lines.append(f"{name}{extra}{spec}")
+    return "\n".join(lines) + "\n"
+
+
+def render_layer_input(repo: str, tag: str, commit: str, path: str, content: str, verified: str) -> str:
+    """A layer's requirements recorded from its checkout, verbatim, below a header naming where they came from."""
+    header = ["# Recorded by `dapo-ops stack lock --sources` from a source checkout: do not edit.",
+              f"# repo: {repo}", f"# tag: {tag}", f"# commit: {commit}", f"# path: {path}", f"# verified: {verified}",
+              "#"]
+    return "\n".join(header) + "\n" + content.rstrip("\n") + "\n"
+
+
+def platform_environment(machine: str, python_version: str) -> dict[str, str]:
+    """PEP 508 marker environment of a Linux node platform (what uv --python-platform <machine>-manylinux
+    --python-version assumes)."""
+    return {"platform_machine": machine, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+            "platform_python_implementation": "CPython", "implementation_name": "cpython",
+            "python_version": python_version, "python_full_version": f"{python_version}.0",
+            "implementation_version": f"{python_version}.0", "platform_release": "", "platform_version": "",
+            "extra": ""}
+
+
+def _satisfied(version: str, spec: str) -> bool:
+    try:
+        return SpecifierSet(spec).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def diff_locks(old: dict[str, LockedPackage], new: dict[str, LockedPackage]) -> list[tuple[str, str, str, str]]:
+    """(change, name, old version, new version) for every added / removed / changed package, by name."""
+    rows = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before is None:
+            rows.append(("added", name, "", after.version))
+        elif after is None:
+            rows.append(("removed", name, before.version, ""))
+        elif before.version != after.version:
+            rows.append(("changed", name, before.version, after.version))
+        elif set(before.hashes) != set(after.hashes):
+            rows.append(("rehashed", name, before.version, after.version))
+    return rows
+
+
+def check_lock(manifest, locks: dict[str, tuple[str, str | None]], inputs: dict[str, tuple[str, str | None]],
+               direct: tuple[str, str | None]) -> CheckReport:
+    """Prove offline that the lock, the manifest and the layer requirements agree.
+
+    locks: platform -> (file name, text or None when missing), for the platforms in force;
+    inputs: layer source key -> (file name, text or None); direct: (file name, text or None).
+    Every disagreement is one line naming the file (and line) and both sides."""
+    config = manifest.lock
+    problems: list[str] = []
+    notes: list[str] = []
+    # the direct requirements are the manifest's, as generated
+    direct_name, direct_text = direct
+    expected_direct = render_direct_in(manifest)
+    if direct_text is None:
+        problems.append(f"{direct_name}: missing (run `dapo-ops stack lock`)")
+    elif direct_text != expected_direct:
+        problems.append(f"{direct_name}: does not match the manifest's pins (regenerate with `dapo-ops stack lock`)")
+    requirement_files: list[RequirementsInput] = []
+    try:
+        requirement_files.append(parse_requirements_input(expected_direct, direct_name))
+    except LockParseError as exc:
+        problems.append(str(exc))
+    # the recorded layer inputs name the manifest's sources at their pinned commits
+    for key, path in config.layers.items():
+        name, text = inputs.get(key, (config.layer_file(key), None))
+        if text is None:
+            problems.append(f"{name}: missing (record it with `dapo-ops stack lock --sources DIR`)")
+            continue
+        try:
+            parsed = parse_requirements_input(text, name)
+        except LockParseError as exc:
+            problems.append(str(exc))
+            continue
+        source = manifest.source(key)
+        want = {"repo": source.repo, "tag": source.ref, "commit": str(source.extra.get("commit", "")), "path": path}
+        for field_name, value in want.items():
+            have = parsed.header.get(field_name)
+            if have != value:
+                problems.append(f"{name}: header {field_name} is {have!r}, the manifest says {value!r} "
+                                f"(sources.{key}); re-record it with `dapo-ops stack lock --sources DIR`")
+        verified = parsed.header.get("verified", "")
+        if not verified.startswith("yes"):
+            notes.append(f"{name}: the checkout's commit was not verified when recorded ({verified or 'no record'})")
+        requirement_files.append(parsed)
+    pins = manifest_requirements(manifest)
+    source_installed = {normalize_name(key) for key in manifest.sources}
+    for platform, (name, text) in locks.items():
+        if text is None:
+            problems.append(f"{name}: missing: the manifest puts the {platform} lock in force")
+            continue
+        try:
+            locked = parse_lock(text, name)
+        except LockParseError as exc:
+            problems.append(str(exc))
+            continue
+        for package in locked.values():
+            if not package.hashes:
+                problems.append(f"{name}:{package.line_no}: {package.name}=={package.version} has no sha256 hash")
+            if package.name in source_installed:
+                problems.append(f"{name}:{package.line_no}: {package.name} is installed from its source checkout "
+                                "and must not be locked")
+            if package.name in {normalize_name(e) for e in config.exclude}:
+                problems.append(f"{name}:{package.line_no}: {package.name} is excluded by the manifest "
+                                f"(lock.exclude) but locked")
+        for package_name, spec in pins.items():
+            have = locked.get(package_name)
+            if have is None:
+                problems.append(f"{name}: {package_name} is pinned by the manifest ({spec}) but not locked")
+            elif not _satisfied(have.version, spec):
+                problems.append(f"{name}:{have.line_no}: {package_name} is locked at {have.version}, "
+                                f"the manifest pins {spec}")
+        environment = platform_environment(platform, manifest.python_version)
+        excluded = {normalize_name(e) for e in config.exclude} | source_installed
+        for requirements in requirement_files:
+            for line_no, requirement in requirements.requirements:
+                key = normalize_name(requirement.name)
+                if key in excluded:
+                    continue
+                if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                    continue
+                have = locked.get(key)
+                spec = str(requirement.specifier)
+                if have is None:
+                    problems.append(f"{name}: {key} is required by {requirements.source}:{line_no} "
+                                    f"({requirement}) but not locked")
+                elif spec and not _satisfied(have.version, spec):
+                    problems.append(f"{name}:{have.line_no}: {key} is locked at {have.version}, "
+                                    f"{requirements.source}:{line_no} requires {spec}")
+    for platform in config.platforms.values():
+        if not platform.in_force:
+            notes.append(f"{platform.file}: the {platform.name} lock is not in force ({platform.reason})")
+    return CheckReport(problems=tuple(problems), notes=tuple(notes))
