@@ -49,19 +49,34 @@ class LockPlatform:
 
 
 @dataclass(frozen=True)
+class LockLayer:
+    """One recorded layer input: a source's requirements file (or setup.py install_requires) and its copy."""
+
+    source: str                          # key of the manifest's `sources`
+    path: str                            # in the source checkout
+    file: str                            # the recorded copy, in the lock dir
+
+
+@dataclass(frozen=True)
 class LockConfig:
     """Which lock is in force (manifest `lock:`): where it lives, its inputs and its platforms."""
 
     dir: str                             # relative to the project root
     index_url: str
     direct: str                          # the input file generated from the manifest
-    layers: dict[str, str]               # source key (manifest `sources`) -> requirements path in its checkout
+    layers: dict[str, tuple[str, ...]]   # source key (manifest `sources`) -> requirements paths in its checkout
     exclude: dict[str, str]              # distribution -> why it is left out of the lock
     platforms: dict[str, LockPlatform]
 
-    def layer_file(self, source: str) -> str:
-        """The recorded copy of a layer's requirements, in the lock dir."""
-        return f"{source}.in"
+    @property
+    def inputs(self) -> tuple[LockLayer, ...]:
+        """Every recorded layer input: <source>.in for a source's first path, <source>-<stem>.in for the others."""
+        out = []
+        for key, paths in self.layers.items():
+            for index, path in enumerate(paths):
+                name = f"{key}.in" if index == 0 else f"{key}-{Path(path).stem}.in"
+                out.append(LockLayer(source=key, path=path, file=name))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -135,15 +150,17 @@ def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockC
     layers = _require(data, "layers", where)
     if not isinstance(layers, dict):
         raise ManifestError(f"{source}: lock.layers must be a mapping")
-    for key in layers:
+    for key, paths in layers.items():
         if key not in sources:
             raise ManifestError(f"{source}: lock.layers.{key} names no entry of sources")
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+            raise ManifestError(f"{source}: lock.layers.{key} must be a list of paths in the checkout")
     exclude = data.get("exclude") or {}
     if not isinstance(exclude, dict):
         raise ManifestError(f"{source}: lock.exclude must be a mapping of package -> reason")
     return LockConfig(dir=str(_require(data, "dir", where)), index_url=str(_require(data, "index_url", where)),
                       direct=str(_require(data, "direct", where)),
-                      layers={str(k): str(v) for k, v in layers.items()},
+                      layers={str(k): tuple(v) for k, v in layers.items()},
                       exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms)
 
 

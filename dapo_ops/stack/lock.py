@@ -14,8 +14,10 @@ which file to install is not a lock). Names are normalised per PEP 503 (lower ca
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -189,6 +191,30 @@ def render_direct_in(manifest, manifest_name: str = "stack/manifest.yml") -> str
     return "\n".join(lines) + "\n"
 
 
+def setup_install_requires(text: str, source: str) -> list[str]:
+    """The `install_requires = [...]` list literal of a setup.py (verl's setup.py at the pinned tag assigns one),
+    read with ast, never executed."""
+    try:
+        tree = ast.parse(text, filename=source)
+    except SyntaxError as exc:
+        raise LockParseError(source, exc.lineno or 0, "not valid Python") from None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "install_requires"
+                                                 for t in node.targets)):
+            if not isinstance(node.value, ast.List) or not all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+                raise LockParseError(source, node.lineno, "install_requires is not a list of strings")
+            return [e.value for e in node.value.elts]
+    raise LockParseError(source, 0, "no `install_requires = [...]` assignment")
+
+
+def layer_content(path: str, text: str, source: str) -> str:
+    """What is recorded of a layer file: a requirements file verbatim, a setup.py as its install_requires."""
+    if Path(path).name == "setup.py":
+        return "# install_requires of setup.py, one per line\n" + "\n".join(setup_install_requires(text, source))
+    return text
+
+
 def render_layer_input(repo: str, tag: str, commit: str, path: str, content: str, verified: str) -> str:
     """A layer's requirements recorded from its checkout, verbatim, below a header naming where they came from."""
     header = ["# Recorded by `dapo-ops stack lock --sources` from a source checkout: do not edit.",
@@ -235,7 +261,7 @@ def check_lock(manifest, locks: dict[str, tuple[str, str | None]], inputs: dict[
     """Prove offline that the lock, the manifest and the layer requirements agree.
 
     locks: platform -> (file name, text or None when missing), for the platforms in force;
-    inputs: layer source key -> (file name, text or None); direct: (file name, text or None).
+    inputs: recorded layer file (LockConfig.inputs) -> (path, text or None); direct: (path, text or None).
     Every disagreement is one line naming the file (and line) and both sides."""
     config = manifest.lock
     problems: list[str] = []
@@ -253,8 +279,9 @@ def check_lock(manifest, locks: dict[str, tuple[str, str | None]], inputs: dict[
     except LockParseError as exc:
         problems.append(str(exc))
     # the recorded layer inputs name the manifest's sources at their pinned commits
-    for key, path in config.layers.items():
-        name, text = inputs.get(key, (config.layer_file(key), None))
+    for layer in config.inputs:
+        key, path = layer.source, layer.path
+        name, text = inputs.get(layer.file, (layer.file, None))
         if text is None:
             problems.append(f"{name}: missing (record it with `dapo-ops stack lock --sources DIR`)")
             continue

@@ -11,7 +11,7 @@ from pathlib import Path
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.stack.lock import CheckReport, check_lock, render_direct_in, render_layer_input
+from dapo_ops.stack.lock import CheckReport, check_lock, layer_content, render_direct_in, render_layer_input
 
 UV_TIMEOUT = 600
 
@@ -36,8 +36,7 @@ def check(manifest: StackManifest, directory: Path) -> CheckReport:
     config = manifest.lock
     locks = {p.name: (str(directory / p.file), _read(directory / p.file))
              for p in config.platforms.values() if p.in_force}
-    inputs = {key: (str(directory / config.layer_file(key)), _read(directory / config.layer_file(key)))
-              for key in config.layers}
+    inputs = {layer.file: (str(directory / layer.file), _read(directory / layer.file)) for layer in config.inputs}
     direct = (str(directory / config.direct), _read(directory / config.direct))
     return check_lock(manifest, locks, inputs, direct)
 
@@ -64,7 +63,9 @@ def record_layers(manifest: StackManifest, sources: Path, directory: Path,
         if key not in config.layers:
             raise UsageError(f"--unverified {key}: not a layer of the lock ({', '.join(config.layers)})")
     written = []
-    for key, path in config.layers.items():
+    heads: dict[str, str] = {}
+    for layer in config.inputs:
+        key, path = layer.source, layer.path
         source = manifest.source(key)
         commit = str(source.extra.get("commit") or "")
         checkout = sources / source.dir
@@ -73,7 +74,7 @@ def record_layers(manifest: StackManifest, sources: Path, directory: Path,
         if key in unverified:
             verified = f"no ({unverified[key]})"
         else:
-            head = _git_head(checkout)
+            head = heads.setdefault(key, _git_head(checkout))
             if head != commit:
                 raise UsageError(f"{checkout}: HEAD is {head}, the manifest pins {source.repo} {source.ref} at "
                                  f"{commit}")
@@ -81,8 +82,9 @@ def record_layers(manifest: StackManifest, sources: Path, directory: Path,
         text = _read(checkout / path)
         if text is None:
             raise UsageError(f"{checkout / path}: missing in the {source.repo} checkout")
-        target = directory / config.layer_file(key)
-        target.write_text(render_layer_input(source.repo, source.ref, commit, path, text, verified))
+        target = directory / layer.file
+        content = layer_content(path, text, str(checkout / path))
+        target.write_text(render_layer_input(source.repo, source.ref, commit, path, content, verified))
         written.append(str(target))
     return written
 
@@ -103,7 +105,7 @@ def uv_command(manifest: StackManifest, platform: str, output: str, upgrade: boo
     annotations in the lock name the input files)."""
     config = manifest.lock
     spec = config.platforms[platform]
-    command = [uv_bin(), "pip", "compile", config.direct, *(config.layer_file(k) for k in config.layers),
+    command = [uv_bin(), "pip", "compile", config.direct, *(layer.file for layer in config.inputs),
                "--python-platform", spec.python_platform, "--python-version", manifest.python_version,
                "--generate-hashes", "--no-config", "--index-url", config.index_url,
                "--custom-compile-command", "dapo-ops stack lock", "--output-file", output]
@@ -123,7 +125,7 @@ def compile_lock(manifest: StackManifest, platform: str, directory: Path, upgrad
     spec = config.platforms[platform]
     with tempfile.TemporaryDirectory(prefix="dapo-lock-") as tmp:
         work = Path(tmp)
-        for name in [config.direct, *(config.layer_file(k) for k in config.layers)]:
+        for name in [config.direct, *(layer.file for layer in config.inputs)]:
             text = _read(directory / name)
             if text is None:
                 raise UsageError(f"{directory / name}: missing (record the layers with --sources DIR)")

@@ -15,8 +15,8 @@ from dapo_ops.errors import ManifestError, UsageError
 from dapo_ops.manifest import load_manifest, parse_manifest
 from dapo_ops.paths import PROJECT_ROOT, STACK_MANIFEST
 from dapo_ops.stack import lockgen
-from dapo_ops.stack.lock import (LockParseError, diff_locks, normalize_name, parse_lock, parse_requirements_input,
-                                 render_direct_in)
+from dapo_ops.stack.lock import (LockParseError, diff_locks, layer_content, normalize_name, parse_lock,
+                                 parse_requirements_input, render_direct_in, setup_install_requires)
 
 HASH_A, HASH_B = "a" * 64, "b" * 64
 
@@ -63,6 +63,17 @@ def test_malformed_lock_is_one_line_naming_file_and_line(text, message):
     assert isinstance(info.value, UsageError)
 
 
+def test_setup_py_install_requires_is_read_without_running_it():
+    text = "import os\nos.system('false')\ninstall_requires = [\n    'a>=1',\n    \"b\",\n]\nsetup()\n"
+    assert setup_install_requires(text, "setup.py") == ["a>=1", "b"]
+    assert layer_content("setup.py", text, "setup.py").splitlines()[1:] == ["a>=1", "b"]
+    assert layer_content("requirements.txt", "x\n", "r") == "x\n"
+    with pytest.raises(LockParseError, match="setup.py:0: no `install_requires"):
+        setup_install_requires("setup()\n", "setup.py")
+    with pytest.raises(LockParseError, match="setup.py:1: install_requires is not a list of strings"):
+        setup_install_requires("install_requires = read()\n", "setup.py")
+
+
 def test_normalize_name_is_pep_503():
     assert normalize_name("Torch_NPU") == "torch-npu"
     assert normalize_name("zope.interface") == "zope-interface"
@@ -92,7 +103,8 @@ def test_manifest_says_which_lock_is_in_force(manifest):
     assert config.platforms["x86_64"].python_platform == "x86_64-manylinux_2_28"
     assert all(p.reason for p in config.platforms.values() if not p.in_force)
     assert set(config.layers) == {"vllm", "vllm_ascend", "verl"}
-    assert config.layers["verl"] == manifest.source("verl").extra["requirements"]
+    assert config.layers["verl"] == (manifest.source("verl").extra["requirements"], "setup.py")
+    assert [i.file for i in config.inputs] == ["vllm.in", "vllm_ascend.in", "verl.in", "verl-setup.in"]
 
 
 def test_locks_agree_with_the_manifest_pins(manifest):
@@ -130,8 +142,9 @@ def test_direct_in_is_generated_from_the_manifest(manifest):
 
 def test_recorded_layers_name_the_pinned_sources(manifest):
     directory = PROJECT_ROOT / manifest.lock.dir
-    for key, path in manifest.lock.layers.items():
-        parsed = parse_requirements_input((directory / f"{key}.in").read_text(), f"{key}.in")
+    for layer in manifest.lock.inputs:
+        key, path = layer.source, layer.path
+        parsed = parse_requirements_input((directory / layer.file).read_text(), layer.file)
         source = manifest.source(key)
         assert parsed.header["commit"] == source.extra["commit"]
         assert (parsed.header["repo"], parsed.header["tag"], parsed.header["path"]) == (source.repo, source.ref, path)
@@ -284,10 +297,14 @@ def fake_sources(tmp_path, manifest):
     """Git checkouts with the layer files, and a manifest whose commits are theirs."""
     sources = tmp_path / "src"
     data = yaml.safe_load(STACK_MANIFEST.read_text())
-    for key, path in manifest.lock.layers.items():
+    for layer in manifest.lock.inputs:
+        key, path = layer.source, layer.path
         checkout = sources / manifest.source(key).dir
         (checkout / path).parent.mkdir(parents=True, exist_ok=True)
-        (checkout / path).write_text(f"{key}-dep>=1\n")
+        (checkout / path).write_text(f"install_requires = ['{key}-setup-dep']\n" if path == "setup.py"
+                                     else f"{key}-dep>=1\n")
+    for key in manifest.lock.layers:
+        checkout = sources / manifest.source(key).dir
         _git(checkout, "init", "-q")
         _git(checkout, "add", "-A")
         _git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
@@ -306,6 +323,9 @@ def test_record_layers_reads_checkouts_at_the_pinned_commit(tmp_path, fake_sourc
     assert recorded.header["commit"] == manifest.source("verl").extra["commit"]
     assert recorded.header["verified"].startswith("yes")
     assert [str(r) for _, r in recorded.requirements] == ["verl-dep>=1"]
+    setup = parse_requirements_input((out / "verl-setup.in").read_text(), "verl-setup.in")
+    assert setup.header["path"] == "setup.py"
+    assert [str(r) for _, r in setup.requirements] == ["verl-setup-dep"]
 
 
 def test_record_layers_refuses_a_checkout_at_another_commit(tmp_path, fake_sources):
@@ -331,7 +351,7 @@ def test_record_layers_refuses_a_directory_that_is_not_a_checkout(tmp_path, fake
 def test_uv_command_resolves_for_the_node_platform(manifest):
     command = lockgen.uv_command(manifest, "aarch64", "aarch64.txt", upgrade=False)
     joined = " ".join(command)
-    assert "pip compile direct.in vllm.in vllm_ascend.in verl.in" in joined
+    assert "pip compile direct.in vllm.in vllm_ascend.in verl.in verl-setup.in" in joined
     assert "--python-platform aarch64-manylinux_2_28" in joined
     assert f"--python-version {manifest.python_version}" in joined
     assert "--generate-hashes" in command and "--universal" not in command
@@ -345,6 +365,7 @@ def test_uv_command_resolves_for_the_node_platform(manifest):
     (lambda d: d["lock"]["platforms"]["x86_64"].pop("reason"), "not in force but gives no reason"),
     (lambda d: d["lock"]["layers"].update(sglang="requirements.txt"), "lock.layers.sglang names no entry"),
     (lambda d: d["lock"]["platforms"]["aarch64"].update(in_force="yes"), "in_force must be true or false"),
+    (lambda d: d["lock"]["layers"].update(verl="requirements-npu.txt"), "must be a list of paths"),
 ])
 def test_malformed_lock_section(mutate, message):
     data = yaml.safe_load(STACK_MANIFEST.read_text())
