@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
+from dapo_ops.stack import index
 
 # Real wheels: light enough to serve for real (Ray runs for real on the simulated fleet). CANN's Python
 # dependencies (stack manifest python.cann_deps) are added at their pins and replace the unpinned names here.
@@ -288,27 +288,10 @@ def fetch_real_wheels(cache: Path, manifest: StackManifest, log: Path) -> list[P
     return [cache / name for name in files]
 
 
-def _project_of(wheel: Path) -> str:
-    return _normalize(wheel.name.split("-", 1)[0])
-
-
 def write_index(simple: Path, wheels: list[Path], files_url: str = "../../files") -> None:
-    """A PEP 503 simple index at simple/<project>/index.html, linking to files/<wheel>#sha256=..."""
-    by_project: dict[str, list[Path]] = {}
-    for wheel in wheels:
-        by_project.setdefault(_project_of(wheel), []).append(wheel)
-    simple.mkdir(parents=True, exist_ok=True)
-    root_links = []
-    for project in sorted(by_project):
-        root_links.append(f'<a href="{project}/">{project}</a>')
-        links = []
-        for wheel in sorted(by_project[project], key=lambda p: p.name):
-            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-            links.append(f'<a href="{files_url}/{html.escape(wheel.name)}#sha256={digest}">{html.escape(wheel.name)}</a>')
-        (simple / project).mkdir(exist_ok=True)
-        (simple / project / "index.html").write_text(
-            "<!DOCTYPE html>\n<html><body>\n" + "<br/>\n".join(links) + "\n</body></html>\n")
-    (simple / "index.html").write_text("<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n")
+    """A PEP 503 simple index at simple/<project>/index.html, linking to files/<wheel>#sha256=... (the product's
+    index writer, dapo_ops.stack.index)."""
+    index.write_index(simple, wheels, files_url)
 
 
 def link_files(files_dir: Path, wheels: list[Path]) -> list[Path]:
