@@ -47,7 +47,8 @@ def index_pages(digests: dict[str, str], files_url: str = "../../files") -> dict
         root_links.append(f'<a href="{project}/">{project}</a>')
         links = [f'<a href="{files_url}/{html.escape(name)}#sha256={digests[name]}">{html.escape(name)}</a>'
                  for name in sorted(by_project[project])]
-        pages[f"{project}/index.html"] = "<!DOCTYPE html>\n<html><body>\n" + "<br/>\n".join(links) + "\n</body></html>\n"
+        pages[f"{project}/index.html"] = ("<!DOCTYPE html>\n<html><body>\n" + "<br/>\n".join(links)
+                                          + "\n</body></html>\n")
     pages["index.html"] = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(root_links) + "\n</body></html>\n"
     return pages
 

@@ -45,7 +45,8 @@ def test_index_pages_link_files_with_their_sha256():
     pages = index_pages({PYYAML_AARCH64: "a" * 64, "Foo_Bar-1.0.tar.gz": "b" * 64, SIX: "c" * 64,
                          "six-1.16.0-py2.py3-none-any.whl": "d" * 64, "notes.txt": "e" * 64})
     assert set(pages) == {"index.html", "pyyaml/index.html", "foo-bar/index.html", "six/index.html"}
-    assert f'<a href="../../files/{PYYAML_AARCH64}#sha256={"a" * 64}">{PYYAML_AARCH64}</a>' in pages["pyyaml/index.html"]
+    link = f'<a href="../../files/{PYYAML_AARCH64}#sha256={"a" * 64}">{PYYAML_AARCH64}</a>'
+    assert link in pages["pyyaml/index.html"]
     assert f'href="../../files/Foo_Bar-1.0.tar.gz#sha256={"b" * 64}"' in pages["foo-bar/index.html"]
     assert pages["six/index.html"].count("<a ") == 2
     assert '<a href="foo-bar/">foo-bar</a>' in pages["index.html"] and "notes" not in pages["index.html"]
