@@ -499,8 +499,9 @@ def stack_lock(sources: Path | None, platforms: tuple[str, ...], check_only: boo
             err_console.print(problem, highlight=False, soft_wrap=True, markup=False)
         if not report.ok:
             raise DapoError(f"the lock disagrees in {len(report.problems)} place(s)")
-        out.info(f"lock ok: {', '.join(p.file for p in config.platforms.values() if p.in_force)} agree with the "
-                 "manifest and the layer requirements")
+        in_force = [p.file for p in config.platforms.values() if p.in_force]
+        out.info(f"lock ok: {', '.join(in_force)} {'agrees' if len(in_force) == 1 else 'agree'} with the manifest and "
+                 "the layer requirements")
         return
     unknown = [p for p in platforms if p not in config.platforms]
     if unknown:

@@ -299,7 +299,8 @@ def check_lock(manifest, locks: dict[str, tuple[str, str | None]], inputs: dict[
                                 f"(sources.{key}); re-record it with `dapo-ops stack lock --sources DIR`")
         verified = parsed.header.get("verified", "")
         if not verified.startswith("yes"):
-            notes.append(f"{name}: the checkout's commit was not verified when recorded ({verified or 'no record'})")
+            how = verified[len("no"):].strip(" ()") if verified.startswith("no") else verified
+            notes.append(f"{name}: the checkout's commit was not verified when recorded: {how or 'no record'}")
         requirement_files.append(parsed)
     pins = manifest_requirements(manifest)
     source_installed = {normalize_name(key) for key in manifest.sources}
