@@ -49,3 +49,16 @@ def _leave_two_clean_nodes(request):
         from dapo_ops.sim.fleet import FleetSpec
 
         SimFleet().up(FleetSpec(nodes=2))
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    """A module's launch run records go to a temporary directory, not the checkout's runs/."""
+    path = tmp_path_factory.mktemp("runs")
+    previous = os.environ.get("DAPO_OPS_RUNS_DIR")
+    os.environ["DAPO_OPS_RUNS_DIR"] = str(path)
+    yield path
+    if previous is None:
+        del os.environ["DAPO_OPS_RUNS_DIR"]
+    else:
+        os.environ["DAPO_OPS_RUNS_DIR"] = previous

@@ -3,7 +3,6 @@ status, logs, stop; the cluster lock; --rehearse-only; a rehearsal that finds a 
 network is cut during bring-up; a launch asking for more nodes than the inventory has."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -37,17 +36,7 @@ def ray_processes(host):
     return sh(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server' || true").stdout.strip()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def runs_dir(tmp_path_factory):
-    """This module's run records go to a temporary directory, not the checkout's runs/."""
-    path = tmp_path_factory.mktemp("runs")
-    previous = os.environ.get("DAPO_OPS_RUNS_DIR")
-    os.environ["DAPO_OPS_RUNS_DIR"] = str(path)
-    yield path
-    if previous is None:
-        del os.environ["DAPO_OPS_RUNS_DIR"]
-    else:
-        os.environ["DAPO_OPS_RUNS_DIR"] = previous
+pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary directory (conftest)
 
 
 @pytest.fixture(scope="module")

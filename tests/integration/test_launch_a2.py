@@ -4,7 +4,6 @@ on: verl's TaskRunner on a node other than the head, its file logger, vllm-ascen
 mode. Each check names the upstream file it pins."""
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -27,16 +26,7 @@ def cli(*args, timeout=600):
                           text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def runs_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("runs")
-    previous = os.environ.get("DAPO_OPS_RUNS_DIR")
-    os.environ["DAPO_OPS_RUNS_DIR"] = str(path)
-    yield path
-    if previous is None:
-        del os.environ["DAPO_OPS_RUNS_DIR"]
-    else:
-        os.environ["DAPO_OPS_RUNS_DIR"] = previous
+pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary directory (conftest)
 
 
 @pytest.fixture(scope="module")
