@@ -6,14 +6,24 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from packaging.markers import InvalidMarker, Marker
+from packaging.version import InvalidVersion, Version
+
 from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
-from dapo_ops.errors import ParseError
+from dapo_ops.errors import ParseError, UsageError
 from dapo_ops.manifest import StackManifest
+from dapo_ops.stack.lock import LockedPackage, LockParseError, normalize_name, parse_lock, platform_environment
 from dapo_ops.stackcheck import pinned_python_packages, python_stack_problems
 
-ERROR, WARNING = "error", "warning"
+ERROR, WARNING, INFO = "error", "warning", "info"
+# Installed from their source checkouts (editable), never in the lock (manifest lock: comment), and the installer's
+# own bootstrap tools when a lock does not pin them: not "extra".
+NOT_LOCKED = frozenset({"vllm", "vllm-ascend", "verl"})
+BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
+# `uname -m` / platform.machine() spellings of the lock platforms' names
+MACHINES = {"arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64", "amd64": "x86_64"}
 REPORT_SCHEMA = "dapo-ops/audit/v1"
 COMPONENTS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "python", "numpy", "torch",
               "torch_npu", "vllm", "vllm_ascend", "verl")
@@ -46,6 +56,10 @@ class HostReport:
     npus: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    # the env's distributions against the lock of the host's platform (None: the env was not listed)
+    closure: dict[str, Any] | None = None
+    dists: dict[str, str] = field(default_factory=dict)
+    notes: list[Finding] = field(default_factory=list)   # severity "info": neither errors nor warnings
 
 
 @dataclass
@@ -57,6 +71,10 @@ class AuditReport:
     @property
     def findings(self) -> list[Finding]:
         return [f for h in self.hosts for f in h.findings]
+
+    @property
+    def notes(self) -> list[Finding]:
+        return [n for h in self.hosts for n in h.notes]
 
     @property
     def errors(self) -> list[Finding]:
@@ -74,8 +92,10 @@ class AuditReport:
             "summary": {"hosts": len(self.hosts), "reachable": sum(h.reachable for h in self.hosts),
                         "errors": len(self.errors), "warnings": len(self.warnings), "clean": not self.errors},
             "hosts": {h.host: {"reachable": h.reachable, "error": h.error, "components": h.components,
-                               "npus": h.npus, "findings": [asdict(f) for f in h.findings]} for h in self.hosts},
+                               "npus": h.npus, "findings": [asdict(f) for f in h.findings],
+                               "closure": h.closure, "notes": [asdict(n) for n in h.notes]} for h in self.hosts},
             "findings": [asdict(f) for f in self.findings],
+            "notes": [asdict(n) for n in self.notes],
         }
 
 
@@ -103,8 +123,95 @@ def _get(values: dict, key: str) -> Any:
     return None if value is ParseError else value
 
 
+def load_locks(manifest: StackManifest, directory=None) -> dict[str, dict[str, LockedPackage]]:
+    """The lock in force for each node platform (manifest `lock:`), parsed; reads the lock dir (the edge of
+    analyze). A lock in force that cannot be read or parsed is a usage error (one line, exit 2)."""
+    if manifest.lock is None:
+        return {}
+    from dapo_ops.stack.lockgen import lock_dir
+
+    base = lock_dir(manifest, directory)
+    locks = {}
+    for platform in manifest.lock.platforms.values():
+        if not platform.in_force:
+            continue
+        path = base / platform.file
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise UsageError(f"the {platform.name} lock {path} is in force but cannot be read: "
+                             f"{exc.strerror}") from None
+        try:
+            locks[platform.name] = parse_lock(text, str(path))
+        except LockParseError as exc:
+            raise UsageError(f"the {platform.name} lock is in force but does not parse: {exc}") from None
+    return locks
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def _applies(package: LockedPackage, environment: dict[str, str]) -> bool:
+    if not package.markers:
+        return True
+    try:
+        return Marker(package.markers).evaluate(environment)
+    except InvalidMarker:
+        return True
+
+
+def closure_findings(host: str, dists_fact: dict, locks: dict[str, dict[str, LockedPackage]],
+                     manifest: StackManifest) -> tuple[dict[str, Any], list[Finding], list[Finding]]:
+    """Compare the env's installed distributions with the lock in force for the host's machine (pure).
+
+    Returns (closure summary, findings, notes): off-lock (installed version differs) and missing (locked for this
+    platform by its markers, not installed) are errors; extra (installed, not in the lock; the source installs and
+    the bootstrap tools excepted) is a warning; no lock in force for the platform is one note."""
+    machine = MACHINES.get(dists_fact["machine"], dists_fact["machine"])
+    installed = dists_fact["dists"]
+    summary: dict[str, Any] = {"machine": machine, "lock": None, "installed": len(installed),
+                               "off_lock": 0, "missing": 0, "extra": 0}
+    locked = locks.get(machine)
+    if locked is None:
+        platform = manifest.lock.platforms.get(machine) if manifest.lock else None
+        why = f" ({platform.reason})" if platform is not None and platform.reason else ""
+        note = Finding(host, None, INFO, "lock-not-in-force", "python",
+                       f"no lock in force for {machine}: the closure is not audited{why}", None, machine)
+        return summary, [], [note]
+    summary["lock"] = machine
+    python = dists_fact.get("python") or f"{manifest.python_version}.0"
+    environment = platform_environment(machine, ".".join(python.split(".")[:2]))
+    environment.update(python_full_version=python, implementation_version=python)
+    findings = []
+    for name, package in sorted(locked.items()):
+        have = installed.get(name)
+        if have is None:
+            if _applies(package, environment):
+                summary["missing"] += 1
+                findings.append(Finding(host, None, ERROR, "dist-missing", name,
+                                        f"{name} is not installed (the {machine} lock pins {package.version})",
+                                        package.version, None))
+        elif not _same_version(have, package.version):
+            summary["off_lock"] += 1
+            findings.append(Finding(host, None, ERROR, "dist-off-lock", name,
+                                    f"{name} is {have}, the {machine} lock pins {package.version}",
+                                    package.version, have))
+    for name, have in sorted(installed.items()):
+        if name in locked or name in NOT_LOCKED or name in BOOTSTRAP:
+            continue
+        summary["extra"] += 1
+        findings.append(Finding(host, None, WARNING, "dist-extra", name,
+                                f"{name} {have} is installed but not in the {machine} lock", None, have))
+    return summary, findings, []
+
+
 def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
-                 facts: dict[str, Fact] | None = None) -> HostReport:
+                 facts: dict[str, Fact] | None = None,
+                 locks: dict[str, dict[str, LockedPackage]] | None = None) -> HostReport:
     facts = facts or all_facts()
     report = HostReport(raw.host, raw.unreachable is None, raw.unreachable, seconds=raw.seconds)
     if raw.unreachable is not None:
@@ -162,6 +269,12 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
     elif stack is not None:
         for problem in python_stack_problems(stack, manifest):
             add(Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem))
+
+    dists = _get(values, "python_dists")
+    if dists is not None:
+        report.dists = dists["dists"]
+        report.closure, found, report.notes = closure_findings(host, dists, locks or {}, manifest)
+        report.findings += found
 
     _npu_findings(raw, values, report, manifest, thresholds)
     return report
@@ -299,11 +412,47 @@ def majority_findings(reports: list[HostReport], manifest: StackManifest) -> Non
                 r.findings.append(Finding(r.host, None, WARNING, "differs-from-majority", component,
                                           f"{component} {have} is on the pin but {count} of {len(reachable)} hosts run "
                                           f"{value}", value, have))
+    _closure_majority(reachable)
+
+
+def _closure_majority(reachable: list[HostReport]) -> None:
+    """The same rule for every locked distribution, among the hosts of one platform whose lock is in force: a host
+    on the lock whose version differs from the majority's gets a warning (an off-lock host already has an error).
+    The packages the component rule above covers (torch, numpy, ...) are left to it."""
+    covered = {normalize_name(c) for c in COMPONENTS}
+    by_platform: dict[str, list[HostReport]] = {}
+    for r in reachable:
+        if r.closure is not None and r.closure["lock"] is not None:
+            by_platform.setdefault(r.closure["lock"], []).append(r)
+    for platform, hosts in sorted(by_platform.items()):
+        if len(hosts) < 3:
+            continue
+        locked_off = {(f.host, f.component) for r in hosts for f in r.findings
+                      if f.code in ("dist-off-lock", "dist-missing")}
+        names = sorted({n for r in hosts for n in r.dists} - covered - NOT_LOCKED - BOOTSTRAP)
+        for name in names:
+            counts = Counter(r.dists.get(name) for r in hosts)
+            value, count = counts.most_common(1)[0]
+            if count * 2 <= len(hosts):
+                continue
+            for r in hosts:
+                have = r.dists.get(name)
+                if have is None or have == value or (r.host, name) in locked_off:
+                    continue
+                if any(f.host == r.host and f.component == name and f.code == "dist-extra" for f in r.findings):
+                    continue
+                r.findings.append(Finding(r.host, None, WARNING, "differs-from-majority", name,
+                                          f"{name} {have} is on the {platform} lock but {count} of {len(hosts)} "
+                                          f"{platform} hosts run {value}", value, have))
 
 
 def analyze(raws: list[HostRaw], manifest: StackManifest, thresholds: Thresholds | None = None,
-            interrupted: bool = False) -> AuditReport:
+            interrupted: bool = False, locks: dict[str, dict[str, LockedPackage]] | None = None) -> AuditReport:
+    """Judge every host. `locks` (platform -> parsed lock) defaults to the manifest's locks in force, read only when
+    some host's distributions were collected."""
     facts = all_facts()
-    reports = [analyze_host(raw, manifest, thresholds or Thresholds(), facts) for raw in raws]
+    if locks is None:
+        locks = load_locks(manifest) if any("python_dists" in raw.outputs for raw in raws) else {}
+    reports = [analyze_host(raw, manifest, thresholds or Thresholds(), facts, locks) for raw in raws]
     majority_findings(reports, manifest)
     return AuditReport(manifest.name, reports, interrupted)

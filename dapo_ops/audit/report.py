@@ -13,6 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from dapo_ops.audit.analyze import ERROR, AuditReport
+
+CLOSURE_CODES = ("dist-off-lock", "dist-missing", "dist-extra")
+CLOSURE_ROWS = 10   # closure findings listed per host in the findings table; --json lists every one
 from dapo_ops.manifest import StackManifest
 from dapo_ops.stackcheck import pinned_python_packages
 
@@ -93,17 +96,51 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
     if width:
         console.print(grid)
 
+    print_closure(report, console)
+
     if report.findings:
         findings = Table(title="findings")
         for column in ("severity", "host", "npu", "code", "message"):
             findings.add_column(column, overflow="fold")
+        shown: dict[str, int] = {}
         for f in sorted(report.findings, key=lambda f: (f.severity != ERROR, f.host, f.npu if f.npu is not None else -1)):
+            if f.code in CLOSURE_CODES:
+                shown[f.host] = shown.get(f.host, 0) + 1
+                if shown[f.host] > CLOSURE_ROWS:
+                    continue
             findings.add_row(Text(f.severity, style="red" if f.severity == ERROR else "yellow"), f.host,
                              "" if f.npu is None else str(f.npu), f.code, f.message)
+        for host, count in shown.items():
+            if count > CLOSURE_ROWS:
+                findings.add_row("", host, "", "…", f"{count - CLOSURE_ROWS} more lock finding(s) (--json lists all)")
         console.print(findings)
+    for note in report.notes:
+        console.print(f"[dim]note: {note.host}: {note.message}[/dim]", highlight=False)
     verdict = ("[red]interrupted: partial audit[/red] " if report.interrupted else "")
     console.print(f"{verdict}{len(report.hosts)} host(s), {len(report.errors)} error(s), "
                   f"{len(report.warnings)} warning(s)", highlight=False)
+
+
+def print_closure(report: AuditReport, console: Console) -> None:
+    """One row per host: the env's distributions against the lock of its platform, counted, not listed."""
+    hosts = [h for h in report.hosts if h.closure is not None]
+    if not hosts:
+        return
+    table = Table(title="Python closure against the lock", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  caption="off-lock / missing: errors · extra: warnings (details in findings, all of them in --json)")
+    for column in ("host", "machine", "lock", "installed", "off-lock", "missing", "extra"):
+        table.add_column(column, no_wrap=True, justify="left" if column in ("host", "machine", "lock") else "right")
+    for h in hosts:
+        c = h.closure
+        if c["lock"] is None:
+            table.add_row(h.host, c["machine"], Text("none in force", style="dim"), str(c["installed"]),
+                          "—", "—", "—")
+            continue
+        table.add_row(h.host, c["machine"], c["lock"], str(c["installed"]),
+                      Text(str(c["off_lock"]), style="red" if c["off_lock"] else "green"),
+                      Text(str(c["missing"]), style="red" if c["missing"] else "green"),
+                      Text(str(c["extra"]), style="yellow" if c["extra"] else "green"))
+    console.print(table)
 
 
 def _label(value: str) -> str:
@@ -125,6 +162,17 @@ def prometheus_text(report: AuditReport, manifest: StackManifest, now: float | N
               "# TYPE dapo_audit_warning_findings gauge"]
     lines += [f'dapo_audit_warning_findings{{host="{_label(h.host)}"}} '
               f'{sum(f.severity != ERROR for f in h.findings)}' for h in report.hosts]
+    closure = [h for h in report.hosts if h.closure is not None]
+    if closure:
+        lines += ["# HELP dapo_audit_lock_in_force A lock is in force for the host's platform (1) or not (0): "
+                  "with 0 its Python closure is not audited.", "# TYPE dapo_audit_lock_in_force gauge"]
+        lines += [f'dapo_audit_lock_in_force{{host="{_label(h.host)}",machine="{_label(h.closure["machine"])}"}} '
+                  f'{int(h.closure["lock"] is not None)}' for h in closure]
+        lines += ["# HELP dapo_audit_lock_drift Installed distributions off the lock, locked ones missing, and extra "
+                  "ones, per host.", "# TYPE dapo_audit_lock_drift gauge"]
+        lines += [f'dapo_audit_lock_drift{{host="{_label(h.host)}",kind="{kind}"}} {h.closure[key]}'
+                  for h in closure if h.closure["lock"] is not None
+                  for kind, key in (("off-lock", "off_lock"), ("missing", "missing"), ("extra", "extra"))]
     npu_lines = {"health": [], "temp": [], "fw": []}
     for h in report.hosts:
         for n in h.npus:
