@@ -402,10 +402,10 @@ def majority_findings(reports: list[HostReport], manifest: StackManifest) -> Non
             "cann_kernels": manifest.artifact("cann_kernels").version,
             "cann_nnal": manifest.artifact("cann_nnal").version, **pinned_python_packages(manifest)}
     for component in COMPONENTS:
-        counts = Counter(r.components.get(component) for r in reachable)
-        value, count = counts.most_common(1)[0]
-        if count * 2 <= len(reachable):
+        majority = _majority([r.components.get(component) for r in reachable])
+        if majority is None:
             continue
+        value, count = majority
         for r in reachable:
             have = r.components.get(component)
             if have != value and have is not None and have == pins.get(component):
@@ -413,6 +413,13 @@ def majority_findings(reports: list[HostReport], manifest: StackManifest) -> Non
                                           f"{component} {have} is on the pin but {count} of {len(reachable)} hosts run "
                                           f"{value}", value, have))
     _closure_majority(reachable)
+
+
+def _majority(values: list) -> tuple[object, int] | None:
+    """The value more than half of the hosts have (missing ones count as None), with its count; None when no value
+    has a strict majority."""
+    value, count = Counter(values).most_common(1)[0]
+    return (value, count) if count * 2 > len(values) else None
 
 
 def _closure_majority(reachable: list[HostReport]) -> None:
@@ -431,10 +438,10 @@ def _closure_majority(reachable: list[HostReport]) -> None:
                       if f.code in ("dist-off-lock", "dist-missing")}
         names = sorted({n for r in hosts for n in r.dists} - covered - NOT_LOCKED - BOOTSTRAP)
         for name in names:
-            counts = Counter(r.dists.get(name) for r in hosts)
-            value, count = counts.most_common(1)[0]
-            if count * 2 <= len(hosts):
+            majority = _majority([r.dists.get(name) for r in hosts])
+            if majority is None:
                 continue
+            value, count = majority
             for r in hosts:
                 have = r.dists.get(name)
                 if have is None or have == value or (r.host, name) in locked_off:
