@@ -137,9 +137,25 @@ def _hccn_filters():
     return {name: functools.partial(_wrap, fn) for name, fn in FILTERS.items()}
 
 
+def lock_constraints(text, source="lock"):
+    """A hashed lock's text -> the same pins without hashes, for pip's `constraint` option (a hashed constraint
+    would switch every pip call into hash-checking mode, which refuses editable installs)."""
+    from dapo_ops.stack.lock import LockParseError, parse_lock
+
+    try:
+        packages = parse_lock(text, source)
+    except LockParseError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    if not packages:
+        raise AnsibleFilterError(f"{source} pins no package: not a lock")
+    return "".join(f"{p.name}=={p.version}" + (f" ; {p.markers}" if p.markers else "") + "\n"
+                   for p in sorted(packages.values(), key=lambda p: p.name))
+
+
 class FilterModule:
     def filters(self):
         return {
+            "dapo_lock_constraints": lock_constraints,
             "dapo_firewall_problems": firewall_problems,
             "dapo_port_map_errors": port_map_errors,
             "dapo_version_info": version_info,
