@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.version import InvalidVersion, Version
 
 from dapo_ops.ascend.compat import check_compatibility
+
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
 from dapo_ops.errors import ParseError, UsageError
@@ -148,6 +150,19 @@ def load_locks(manifest: StackManifest, directory=None) -> dict[str, dict[str, L
     return locks
 
 
+def load_host_locks(raws: list[HostRaw]) -> dict[str, dict[str, LockedPackage]]:
+    """The locks the inventory names per host (dapo_stack_lock), parsed, keyed by their path (the edge of analyze)."""
+    locks = {}
+    for path in sorted({raw.lock for raw in raws if raw.lock and "python_dists" in raw.outputs}):
+        try:
+            locks[path] = parse_lock(Path(path).read_text(), path)
+        except OSError as exc:
+            raise UsageError(f"the inventory's dapo_stack_lock {path} cannot be read: {exc.strerror}") from None
+        except LockParseError as exc:
+            raise UsageError(f"the inventory's dapo_stack_lock does not parse: {exc}") from None
+    return locks
+
+
 def _same_version(a: str, b: str) -> bool:
     try:
         return Version(a) == Version(b)
@@ -165,24 +180,27 @@ def _applies(package: LockedPackage, environment: dict[str, str]) -> bool:
 
 
 def closure_findings(host: str, dists_fact: dict, locks: dict[str, dict[str, LockedPackage]],
-                     manifest: StackManifest) -> tuple[dict[str, Any], list[Finding], list[Finding]]:
+                     manifest: StackManifest, lock_path: str | None = None
+                     ) -> tuple[dict[str, Any], list[Finding], list[Finding]]:
     """Compare the env's installed distributions with the lock in force for the host's machine (pure).
 
     Returns (closure summary, findings, notes): off-lock (installed version differs) and missing (locked for this
     platform by its markers, not installed) are errors; extra (installed, not in the lock; the source installs and
-    the bootstrap tools excepted) is a warning; no lock in force for the platform is one note."""
+    the bootstrap tools excepted) is a warning; no lock in force for the platform is one note. A host whose
+    inventory names its lock (dapo_stack_lock, `lock_path`, parsed in `locks` under that path) is compared with it."""
     machine = MACHINES.get(dists_fact["machine"], dists_fact["machine"])
     installed = dists_fact["dists"]
     summary: dict[str, Any] = {"machine": machine, "lock": None, "installed": len(installed),
                                "off_lock": 0, "missing": 0, "extra": 0}
-    locked = locks.get(machine)
+    locked = locks.get(lock_path) if lock_path else locks.get(machine)
+    label = f"{machine} (dapo_stack_lock)" if lock_path else machine
     if locked is None:
         platform = manifest.lock.platforms.get(machine) if manifest.lock else None
         why = f" ({platform.reason})" if platform is not None and platform.reason else ""
         note = Finding(host, None, INFO, "lock-not-in-force", "python",
                        f"no lock in force for {machine}: the closure is not audited{why}", None, machine)
         return summary, [], [note]
-    summary["lock"] = machine
+    summary["lock"] = label
     python = dists_fact.get("python") or f"{manifest.python_version}.0"
     environment = platform_environment(machine, ".".join(python.split(".")[:2]))
     environment.update(python_full_version=python, implementation_version=python)
@@ -193,19 +211,19 @@ def closure_findings(host: str, dists_fact: dict, locks: dict[str, dict[str, Loc
             if _applies(package, environment):
                 summary["missing"] += 1
                 findings.append(Finding(host, None, ERROR, "dist-missing", name,
-                                        f"{name} is not installed (the {machine} lock pins {package.version})",
+                                        f"{name} is not installed (the {label} lock pins {package.version})",
                                         package.version, None))
         elif not _same_version(have, package.version):
             summary["off_lock"] += 1
             findings.append(Finding(host, None, ERROR, "dist-off-lock", name,
-                                    f"{name} is {have}, the {machine} lock pins {package.version}",
+                                    f"{name} is {have}, the {label} lock pins {package.version}",
                                     package.version, have))
     for name, have in sorted(installed.items()):
         if name in locked or name in NOT_LOCKED or name in BOOTSTRAP:
             continue
         summary["extra"] += 1
         findings.append(Finding(host, None, WARNING, "dist-extra", name,
-                                f"{name} {have} is installed but not in the {machine} lock", None, have))
+                                f"{name} {have} is installed but not in the {label} lock", None, have))
     return summary, findings, []
 
 
@@ -273,7 +291,7 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
     dists = _get(values, "python_dists")
     if dists is not None:
         report.dists = dists["dists"]
-        report.closure, found, report.notes = closure_findings(host, dists, locks or {}, manifest)
+        report.closure, found, report.notes = closure_findings(host, dists, locks or {}, manifest, raw.lock)
         report.findings += found
 
     _npu_findings(raw, values, report, manifest, thresholds)
@@ -460,6 +478,7 @@ def analyze(raws: list[HostRaw], manifest: StackManifest, thresholds: Thresholds
     facts = all_facts()
     if locks is None:
         locks = load_locks(manifest) if any("python_dists" in raw.outputs for raw in raws) else {}
+        locks.update(load_host_locks(raws))
     reports = [analyze_host(raw, manifest, thresholds or Thresholds(), facts, locks) for raw in raws]
     majority_findings(reports, manifest)
     return AuditReport(manifest.name, reports, interrupted)

@@ -39,6 +39,7 @@ class HostRaw:
     unreachable: str | None = None
     seconds: float = 0.0
     source: str = "ssh"   # "ssh" or the bundle directory
+    lock: str | None = None   # the inventory's dapo_stack_lock: the lock this host installs from, not its platform's
 
 
 def node_context(host_vars: dict, install_path: str) -> NodeContext:
@@ -76,7 +77,8 @@ def collect_host(host: HostSpec, npus: int, install_path: str, timeout: float) -
     started = time.monotonic()
     script = collection_script(node_context(host.vars, install_path), npus)
     result = run_on(host, script, timeout=timeout)
-    raw = HostRaw(host.name, npus, seconds=time.monotonic() - started)
+    raw = HostRaw(host.name, npus, seconds=time.monotonic() - started,
+                  lock=str(host.vars.get("dapo_stack_lock") or "") or None)
     if result.error is not None:
         raw.unreachable = result.error
         return raw

@@ -589,6 +589,8 @@ class SimFleet:
                     "dapo_pip_index_url": f"{self.mirror_url}/simple",
                     "dapo_pip_trusted_host": BRIDGE_IP,
                     "dapo_git_base_url": f"{self.mirror_url}/git",
+                    # the nodes' lock, with the stand-in wheels' hashes for the NPU-bound packages
+                    "dapo_stack_lock": str(mirror.MirrorLayout(self.mirror_root).lock),
                     # the commits the mirror's stand-in repositories carry at the pinned tags
                     "dapo_source_commits": repos.tag_commits(mirror.MirrorLayout(self.mirror_root).git,
                                                              self.manifest),

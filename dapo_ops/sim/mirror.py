@@ -3,7 +3,8 @@
 Layout under the mirror root (served as-is):
     artifacts/<vendor file>          the pinned installers (stand-ins, digests as in stack/manifest.yml)
     simple/<project>/index.html      PEP 503 index -> files/<wheel>
-    files/<wheel>                    real wheels (cached from the registry) and stand-in wheels
+    files/<wheel>                    the locked closure (real files, cached from the registry) and stand-in wheels
+    stack-lock.txt                   the nodes' lock with the stand-ins' hashes (inventory: dapo_stack_lock)
     git/<name>.git                   bare repositories (smart HTTP, shallow clones work): vllm, vllm-ascend, verl
     conda/<subdir>/repodata.json     a conda channel with the pinned Python (for dapo_conda_channel)
 """
@@ -45,13 +46,19 @@ class MirrorLayout:
     def git(self) -> Path:
         return self.root / "git"
 
+    @property
+    def lock(self) -> Path:
+        """The nodes' lock with the stand-ins' hashes (the simulated inventory's dapo_stack_lock)."""
+        return self.root / "stack-lock.txt"
+
 
 def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> MirrorLayout:
     """Build (or refresh) the mirror content; real wheels come from the cache, fetched on first use."""
     layout = MirrorLayout(root)
     artifacts.write_pinned(manifest, layout.artifacts)
     conda_channel.write_channel(root / "conda", manifest)
-    real = wheels.fetch_real_wheels(cache / "wheels", manifest, log)
+    real = wheels.fetch_locked_files(cache / f"locked-{os.uname().machine}", manifest, log)
+    verl_wheel = wheels.fetch_verl_wheel(cache / "wheels", manifest, log)
     standins = wheels.standin_wheels(cache / "standin-wheels", manifest)
     if layout.files.exists():
         shutil.rmtree(layout.files)
@@ -59,9 +66,8 @@ def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> Mirr
     if layout.simple.exists():
         shutil.rmtree(layout.simple)
     wheels.write_index(layout.simple, served)
-    verl_wheel = next((w for w in real if w.name.startswith(f"verl-{manifest.source('verl').version}-")), None)
-    if verl_wheel is None:
-        raise SimError("the verl wheel is missing from the mirror cache")
+    lock_path, _ = wheels.source_lock(manifest)
+    layout.lock.write_text(wheels.render_sim_lock(lock_path.read_text(), str(lock_path.name), standins))
     repos.build_repos(layout.git, manifest, verl_wheel, cache / "scratch")
     return layout
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT, vllm_ascend_torch_npu
+from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=64", "wheel"]
@@ -42,7 +42,12 @@ if target != "empty":
 # `if envs.VLLM_TARGET_DEVICE == "empty": version += f"{{sep}}empty"` (sep is "." when there is a "+" already).
 version = "{version}"
 version += ("." if "+" in version else "+") + "empty"
-setup(name="vllm", version=version, packages=["vllm"], install_requires=["torch=={torch}"])
+# get_requirements(): `if _no_device(): requirements = _read_requirements("common.txt")` (comments and blank lines
+# dropped); the stand-in's requirements/common.txt is the real file at the tag (stack/lock/vllm.in).
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "requirements", "common.txt")) as f:
+    requirements = [line.split("#", 1)[0].strip() for line in f]
+setup(name="vllm", version=version, packages=["vllm"], install_requires=[r for r in requirements if r])
 '''
 
 VLLM_ASCEND_SETUP = '''"""vllm-ascend source stand-in (dapo-ops simulated fleet).
@@ -75,8 +80,12 @@ else:
         print("No ASCEND_HOME_PATH found in your environment (source ascend-toolkit/set_env.sh): "
               "vllm_ascend_C is not built", file=sys.stderr)
 
+# get_requirements(): requirements.txt, comments and blank lines dropped (the real file at the tag,
+# stack/lock/vllm_ascend.in).
+with open(os.path.join(HERE, "requirements.txt")) as f:
+    requirements = [line.split("#", 1)[0].strip() for line in f]
 setup(name="vllm_ascend", version="{version}", packages=["vllm_ascend"],
-      install_requires=["vllm=={vllm}", "torch-npu=={torch_npu}", "numpy<2.0.0"])
+      install_requires=[r for r in requirements if r])
 '''
 
 VLLM_ASCEND_INIT = '''"""vllm-ascend stand-in: refuses to load next to a vLLM it was not released for."""
@@ -103,7 +112,7 @@ with open(os.path.join(version_folder, "verl/version/version")) as f:
 
 setup(name="verl", version=__version__, packages=find_packages(include=["verl", "verl.*"]),
       package_data={{"": ["version/*"], "verl": ["trainer/config/*.yaml", "trainer/config/*/*.yaml"]}},
-      install_requires=["hydra-core", "omegaconf"])
+      install_requires={install_requires!r})
 '''
 
 VERL_INIT = '''"""verl stand-in package (dapo-ops simulated fleet): the real trainer configuration, no trainer code.
@@ -364,11 +373,32 @@ def verl_trainer_configs(wheel: Path) -> dict[str, bytes]:
     return files
 
 
+def recorded_layer(manifest: StackManifest, source: str, path: str) -> str:
+    """A source's requirements file at its pinned tag, as `dapo-ops stack lock --sources` recorded it in the lock's
+    inputs (stack/lock/<source>*.in, below the header naming repo, tag and commit); a setup.py as its
+    install_requires, one per line. The stand-in repositories carry these, so the simulated nodes resolve the
+    real dependency closure."""
+    from dapo_ops.stack.lockgen import lock_dir
+
+    layer = next((l for l in manifest.lock.inputs if l.source == source and l.path == path), None) \
+        if manifest.lock else None
+    if layer is None:
+        raise SimError(f"the stack lock records no {path} of {source}")
+    text = (lock_dir(manifest) / layer.file).read_text()
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("#") and lines[0].strip() != "#":
+        lines.pop(0)
+    if lines and lines[0].strip() == "#":
+        lines.pop(0)
+    return "".join(lines)
+
+
 def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str, dict[str, str | bytes]]]:
-    torch = manifest.pinned_version("torch")
     vllm, vllm_ascend, verl = manifest.source("vllm"), manifest.source("vllm_ascend"), manifest.source("verl")
     verl_files: dict[str, str | bytes] = {
-        "setup.py": VERL_SETUP.format(),
+        "setup.py": VERL_SETUP.format(install_requires=[
+            line.split("#", 1)[0].strip() for line in recorded_layer(manifest, "verl", "setup.py").splitlines()
+            if line.split("#", 1)[0].strip()]),
         "pyproject.toml": PYPROJECT,
         "verl/__init__.py": VERL_INIT,
         # What verl's verl/version/version holds at the pinned tag (the manifest records it).
@@ -379,28 +409,23 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         "recipe/__init__.py": "",
         "recipe/dapo/main_dapo.py": MAIN_DAPO,
         verl.extra["recipe_config"]: DAPO_TRAINER_YAML,
-        # The real file at the pinned tag, less what the mirror does not serve yet: it lists hydra-core,
-        # numpy<2.0.0, ray[default] (unpinned), triton-ascend at the recipe's pin and no protobuf, plus accelerate,
-        # codetiming, datasets, dill, pandas, peft, pyarrow, pybind11, pylatexenc, tensordict, wandb, mathruler,
-        # torchdata, einops, qwen_vl_utils and hf_transfer, which are left out here.
-        verl.extra["requirements"]: "\n".join([
-            "hydra-core", "numpy<2.0.0", "ray[default]",
-            f"triton-ascend{manifest.packages['triton_ascend']}"]) + "\n",
+        # The real file at the pinned tag (recorded in the lock's inputs).
+        verl.extra["requirements"]: recorded_layer(manifest, "verl", verl.extra["requirements"]),
         "README.md": f"verl {verl.ref} stand-in for the dapo-ops simulated fleet (trainer config from the real wheel).\n",
     }
     verl_files.update(verl_trainer_configs(verl_wheel))
     return {
         vllm.repo: (vllm.ref, {
-            "setup.py": VLLM_SETUP.format(version=vllm.version, torch=torch),
+            "setup.py": VLLM_SETUP.format(version=vllm.version),
+            "requirements/common.txt": recorded_layer(manifest, "vllm", "requirements/common.txt"),
             "pyproject.toml": PYPROJECT,
             "vllm/__init__.py": VLLM_INIT.format(version=vllm.version),
             "README.md": f"vLLM {vllm.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
         vllm_ascend.repo: (vllm_ascend.ref, {
             "pyproject.toml": PYPROJECT,
-            "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, vllm=vllm.version,
-                                                 torch_npu=vllm_ascend_torch_npu(manifest),
-                                                 extension=VLLM_ASCEND_C),
+            "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, extension=VLLM_ASCEND_C),
+            "requirements.txt": recorded_layer(manifest, "vllm_ascend", "requirements.txt"),
             ".gitignore": "vllm_ascend/vllm_ascend_C*\n",  # built into the checkout, like the real library
             "vllm_ascend/__init__.py": VLLM_ASCEND_INIT.format(version=vllm_ascend.version, vllm=vllm.version),
             "vllm_ascend/device_allocator/__init__.py": "",

@@ -12,30 +12,28 @@ import sys
 import zipfile
 from pathlib import Path
 
-from dapo_ops.errors import SimError
-from dapo_ops.manifest import StackManifest
-from dapo_ops.stack import index
+from dapo_ops.errors import DapoError, SimError
+from dapo_ops.manifest import LockPlatform, StackManifest
+from dapo_ops.stack import index, wheelhouse
+from dapo_ops.stack.lock import parse_lock
+from dapo_ops.stack.wheelhouse import sha256_of
+from packaging.utils import canonicalize_version
 
-# Real wheels: light enough to serve for real (Ray runs for real on the simulated fleet). CANN's Python
-# dependencies (stack manifest python.cann_deps) are added at their pins and replace the unpinned names here.
-REAL_WHEELS_DEPS = ["hydra-core>=1.3,<1.4", "omegaconf>=2.3,<2.4", "protobuf", "pyyaml", "setuptools>=68", "wheel"]
+# The NPU-bound packages of the lock that the simulated fleet serves as stand-ins (they cannot run without an NPU,
+# or would pull the CUDA stack): every other locked package is served for real, as the file for this machine's
+# platform whose sha256 the lock lists (stack/lock holds every file's hash of each pinned release).
+STANDIN_PACKAGES = ("torch", "torch-npu", "torchvision", "triton-ascend")
+# What the real torch wheel requires on Linux with Python 3.11 (the pinned torch's cp311 manylinux_2_28_aarch64
+# METADATA; the lock's `# via torch` lines name the same six): the stand-in declares them, so the simulated nodes
+# install the same closure as the real ones.
+TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "networkx", "jinja2", "fsspec"]
 # What the real torchvision wheel requires besides torch (the pinned torchvision's cp311 manylinux_2_28_aarch64
-# wheel, METADATA: `Requires-Dist: numpy`, `torch (==<the pinned torch>)`, `pillow (!=8.3.*,>=5.3.0)`): served
-# for real.
+# wheel, METADATA: `Requires-Dist: numpy`, `torch (==<the pinned torch>)`, `pillow (!=8.3.*,>=5.3.0)`).
 TORCHVISION_REQUIRES = ["numpy", "pillow!=8.3.*,>=5.3.0"]
 # The CUDA triton that third-party packages pull in (the pinned torch's x86_64 wheel requires triton==3.3.1); verl's
 # Ascend quick start removes it before installing triton-ascend. Not a stack pin: the stack must not have it.
 TRITON_CUDA_VERSION = "3.3.1"
-# Published as an sdist only (hydra/omegaconf need it): built into a wheel in the cache.
-SDIST_ONLY = ["antlr4-python3-runtime==4.9.3"]
-REAL_WHEELS_NODEPS: list[str] = []
-# vllm-ascend's requirements name a torch-npu dev build of their own; installing it replaces the pinned
-# torch_npu (vllm-ascend FAQ #21), which the provisioning roles must re-assert.
-VLLM_ASCEND_TORCH_NPU_SUFFIX = ".dev20250724"
 
-
-def vllm_ascend_torch_npu(manifest: StackManifest) -> str:
-    return manifest.pinned_version("torch_npu") + VLLM_ASCEND_TORCH_NPU_SUFFIX
 
 _FIXED_TIME = (2025, 11, 10, 0, 0, 0)
 
@@ -198,13 +196,10 @@ def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
     vllm = manifest.source("vllm").version
     vllm_ascend = manifest.source("vllm_ascend").version
     wheels = [
-        build_wheel(directory, "torch", torch, {"torch/__init__.py": TORCH_INIT.format(version=torch)}),
+        build_wheel(directory, "torch", torch, {"torch/__init__.py": TORCH_INIT.format(version=torch)},
+                    requires=TORCH_REQUIRES),
         build_wheel(directory, "torch_npu", torch_npu,
                     {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=torch_npu, torch=torch)},
-                    requires=[f"torch=={torch}"]),
-        build_wheel(directory, "torch_npu", vllm_ascend_torch_npu(manifest),
-                    {"torch_npu/__init__.py": TORCH_NPU_INIT.format(version=vllm_ascend_torch_npu(manifest),
-                                                                    torch=torch)},
                     requires=[f"torch=={torch}"]),
         build_wheel(directory, "vllm", vllm, {"vllm/__init__.py": VLLM_INIT.format(version=vllm)},
                     requires=[f"torch=={torch}"]),
@@ -212,7 +207,7 @@ def standin_wheels(directory: Path, manifest: StackManifest) -> list[Path]:
         build_wheel(directory, "vllm_ascend", vllm_ascend,
                     {"vllm_ascend/__init__.py": f'__version__ = "{vllm_ascend}"\n',
                      "vllm_ascend/vllm_ascend_C.py": VLLM_ASCEND_C},
-                    requires=[f"vllm=={vllm}", f"torch-npu=={vllm_ascend_torch_npu(manifest)}"]),
+                    requires=[f"vllm=={vllm}", f"torch-npu=={torch_npu}"]),
     ]
     wheels.append(build_wheel(directory, "torchvision", torchvision,
                               {"torchvision/__init__.py": TORCHVISION_INIT.format(version=torchvision, torch=torch)},
@@ -226,66 +221,79 @@ def cann_deps(manifest: StackManifest) -> dict[str, str]:
     return {str(k): str(v) for k, v in ((manifest.raw.get("python") or {}).get("cann_deps") or {}).items()}
 
 
-def _requirement_name(requirement: str) -> str:
-    return _normalize(re.split(r"[<>=!~\[;\s]", requirement, maxsplit=1)[0])
+def source_lock(manifest: StackManifest) -> tuple[Path, LockPlatform]:
+    """The lock the product has in force for the manifest's node platform (the nodes' lock, stack/lock)."""
+    from dapo_ops.stack.lockgen import lock_dir
+
+    platform = manifest.lock.platforms.get(manifest.platform["arch"]) if manifest.lock else None
+    if platform is None or not platform.in_force:
+        raise SimError(f"the stack manifest has no lock in force for {manifest.platform['arch']}")
+    return lock_dir(manifest) / platform.file, platform
 
 
-def real_requirements(manifest: StackManifest) -> tuple[list[str], list[str]]:
-    pinned = cann_deps(manifest)
-    names = {_normalize(name) for name in pinned} | {"numpy", "ray"}
-    unpinned = [r for r in REAL_WHEELS_DEPS + TORCHVISION_REQUIRES if _requirement_name(r) not in names]
-    deps = [f"ray[default]{manifest.packages['ray']}", f"numpy{manifest.packages['numpy']}",
-            *dict.fromkeys(unpinned), *(f"{name}{spec}" for name, spec in pinned.items())]
-    nodeps = [f"verl=={manifest.source('verl').version}", *REAL_WHEELS_NODEPS]
-    return deps, nodeps
+def fetch_locked_files(cache: Path, manifest: StackManifest, log: Path) -> list[Path]:
+    """This machine's files of every locked package but the stand-ins, fetched once into `cache` by the product's
+    wheelhouse (pip download, each file's sha256 checked against the lock)."""
+    lock_path, platform = source_lock(manifest)
+    locked = wheelhouse.read_lock(lock_path)
+    only = tuple(name for name in locked if name not in STANDIN_PACKAGES)
+    arch = os.uname().machine
+    try:
+        summary = wheelhouse.build(cache, lock_path, arch, manifest.python_version, only=only,
+                                   glibc=wheelhouse.glibc_max(platform.python_platform))
+    except DapoError as exc:
+        raise SimError(f"could not fetch the locked packages for the simulated mirror: {exc}") from None
+    with open(log, "a") as out:
+        out.write(f"locked files for {arch}: {summary.files} ({wheelhouse.human_size(summary.bytes)}), "
+                  f"downloaded now: {len(summary.downloaded)}\n")
+    wanted = set(only)
+    files = []
+    for path in sorted((cache / "files").iterdir()):
+        identity = wheelhouse.file_identity(path.name)
+        if identity and identity[0] in wanted:
+            files.append(path)
+    return files
 
 
-def _resolved_files(cache: Path, requirements: list[str], no_deps: bool, log: Path) -> list[str]:
-    """The wheel files pip picks from the cache for these requirements (a dry run against the cache alone, with no
-    pip configuration), so the mirror serves one consistent set even when the cache holds wheels of an earlier
-    requirement set (a second protobuf, say, that a later `pip install` would prefer over the pinned one)."""
-    import json
-    import tempfile
-    from urllib.parse import unquote, urlparse
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    with tempfile.TemporaryDirectory() as scratch:
-        report = Path(scratch) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--quiet",
-               "--disable-pip-version-check", "--find-links", str(cache), "--report", str(report),
-               *(["--no-deps"] if no_deps else []), *requirements]
-        with open(log, "ab") as out:
-            if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode != 0:
-                raise SimError(f"the cached wheels do not satisfy {' '.join(requirements)}; see {log}")
-        items = json.loads(report.read_text())["install"]
-    return sorted(Path(unquote(urlparse(i["download_info"]["url"]).path)).name for i in items)
+def fetch_verl_wheel(cache: Path, manifest: StackManifest, log: Path) -> Path:
+    """verl's released wheel at the pinned version (its trainer configuration files feed the verl stand-in repo)."""
+    version = manifest.source("verl").version
+    found = sorted(cache.glob(f"verl-{version}-*.whl"))
+    if found:
+        return found[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
+           "--no-deps", "--dest", str(cache), f"verl=={version}"]
+    with open(log, "ab") as out:
+        if subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            raise SimError(f"could not fetch verl=={version} for the simulated mirror; see {log}")
+    found = sorted(cache.glob(f"verl-{version}-*.whl"))
+    if not found:
+        raise SimError(f"pip did not leave the verl {version} wheel in {cache}")
+    return found[0]
 
 
-def fetch_real_wheels(cache: Path, manifest: StackManifest, log: Path) -> list[Path]:
-    """pip download the real wheels into cache (once; a marker records the requirement set and the files that
-    satisfy it, which are the ones served)."""
-    deps, nodeps = real_requirements(manifest)
-    key = hashlib.sha256("\n".join(["resolved-v2", *deps, "--no-deps", *nodeps]).encode()).hexdigest()[:16]
-    marker = cache / f".complete-{key}"
-    files = marker.read_text().split() if marker.exists() else []
-    if not files or not all((cache / name).is_file() for name in files):
-        cache.mkdir(parents=True, exist_ok=True)
-        built = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps",
-                 "--wheel-dir", str(cache), *SDIST_ONLY]
-        with open(log, "ab") as out:
-            if subprocess.run(built, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
-                raise SimError(f"could not build {' '.join(SDIST_ONLY)} for the simulated mirror; see {log}")
-        for reqs, extra in ((deps, []), (nodeps, ["--no-deps"])):
-            cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--only-binary=:all:",
-                   "--find-links", str(cache), "--dest", str(cache), *extra, *reqs]
-            with open(log, "ab") as out:
-                result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-            if result.returncode != 0:
-                raise SimError(f"could not fetch wheels for the simulated mirror ({' '.join(reqs)}); see {log}")
-        files = sorted(set(_resolved_files(cache, deps, False, log) + _resolved_files(cache, nodeps, True, log)))
-        marker.write_text("\n".join(files) + "\n")
-    return [cache / name for name in files]
+def render_sim_lock(lock_text: str, source: str, standins: list[Path]) -> str:
+    """The nodes' lock with the stand-ins' own hashes in place of the real releases' (same versions): what the
+    simulated inventory names as `dapo_stack_lock`. Every other line keeps the lock's hashes."""
+    packages = parse_lock(lock_text, source)
+    standin_hashes: dict[str, dict[str, str]] = {}
+    for path in standins:
+        identity = wheelhouse.file_identity(path.name)
+        if identity:
+            standin_hashes.setdefault(identity[0], {})[identity[1]] = sha256_of(path)
+    lines = [f"# The simulated fleet's lock: {source} with the stand-in wheels' hashes for",
+             f"# {', '.join(STANDIN_PACKAGES)} (written by `dapo-ops sim up`; do not edit).", ""]
+    for package in sorted(packages.values(), key=lambda p: p.name):
+        hashes = list(package.hashes)
+        if package.name in STANDIN_PACKAGES:
+            digest = standin_hashes.get(package.name, {}).get(canonicalize_version(package.version))
+            if digest is None:
+                raise SimError(f"no stand-in wheel for {package.name}=={package.version}, which the lock pins")
+            hashes = [digest]
+        head = f"{package.name}=={package.version}" + (f" ; {package.markers}" if package.markers else "")
+        lines.append(" \\\n".join([head] + [f"    --hash=sha256:{h}" for h in hashes]))
+    return "\n".join(lines) + "\n"
 
 
 def write_index(simple: Path, wheels: list[Path], files_url: str = "../../files") -> None:

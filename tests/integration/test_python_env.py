@@ -66,6 +66,7 @@ def test_recipe_packages_installed_in_order(first_run):
     assert order == [
         "Install Miniconda in batch mode, keeping its package cache",
         "Create the environment with the pinned Python (no channel access unless a channel mirror is set)",
+        "Install the lock's pip and packaging tools",
         "Install numpy<2 and CANN's Python dependencies for online operator compilation, in one pip call",
         "Install torch",
         "Install torch_npu",
@@ -80,6 +81,68 @@ def test_recipe_packages_installed_in_order(first_run):
     for name, version in expected.items():
         assert installed.get(name.lower().replace("_", "-")) == version, name
     assert installed["numpy"].startswith("1.") and "triton" not in installed
+
+
+def test_every_installed_distribution_is_the_locked_version(first_run):
+    """The layer installs from the lock only: everything in the env, pip and setuptools included, is pinned there."""
+    from dapo_ops.stack.lock import parse_lock
+
+    node, _, _ = first_run
+    lock_path = node.vars["dapo_stack_lock"]
+    locked = parse_lock(open(lock_path).read(), lock_path)
+    installed = pip_list(node)
+    assert {"pip", "setuptools", "wheel", "torch", "sympy", "networkx"} <= set(installed)
+    assert {n: v for n, v in installed.items() if locked.get(n) is None or locked[n].version != v} == {}
+    conf = sh(node, f"cat {ENV}/pip.conf").stdout
+    assert f"constraint = {ENV}/stack-constraints.txt" in conf
+    assert "--hash" not in sh(node, f"cat {ENV}/stack-constraints.txt").stdout
+
+
+def test_a_package_the_lock_lacks_fails_the_install_naming_it(first_run, tmp_path):
+    """A lock without mpmath (which the locked sympy requires): the layer refuses before installing anything, naming
+    the package, and the full lock repairs the node."""
+    node, _, _ = first_run
+    lock_path = node.vars["dapo_stack_lock"]
+    text = open(lock_path).read()
+    start = text.index("\nmpmath==") + 1
+    end = text.index("\n", text.index("--hash", start) + 10) + 1
+    partial = tmp_path / "lock-without-mpmath.txt"
+    partial.write_text(text[:start] + text[end:])
+    sh(node, f"{ENV}/bin/pip uninstall -y -q sympy mpmath")
+    rc, output, _ = playbook("--tags", "python", "-e", f"dapo_stack_lock={partial}")
+    assert rc != 0 and re.search(r"does not pin: mpmath \S+ is not in the lock", output), output[-3000:]
+    installed = pip_list(node)
+    assert "mpmath" not in installed and "sympy" not in installed  # nothing half-installed
+    rc, output, _ = playbook("--tags", "python")
+    assert rc == 0, output[-3000:]
+    assert {"mpmath", "sympy"} <= set(pip_list(node))
+
+
+def test_an_off_lock_version_is_named_by_the_audit(first_run, tmp_path):
+    """mpmath 1.2.1 put in by hand (no constraints, no index): the audit names host, package, locked, installed."""
+    import base64
+    import subprocess
+    import sys
+
+    node, _, _ = first_run
+    lock_path = node.vars["dapo_stack_lock"]
+    from dapo_ops.stack.lock import parse_lock
+    locked = parse_lock(open(lock_path).read(), lock_path)["mpmath"].version
+    wheel = wheels.build_wheel(tmp_path, "mpmath", "1.2.1", {"mpmath/__init__.py": "__version__ = '1.2.1'\n"})
+    payload = base64.b64encode(wheel.read_bytes()).decode()
+    sh(node, f"echo {payload} | base64 -d > /tmp/{wheel.name} && PIP_CONFIG_FILE=/dev/null {ENV}/bin/pip install "
+             f"-q --no-deps --no-index --force-reinstall /tmp/{wheel.name}")
+    try:
+        result = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json"], capture_output=True,
+                                text=True, timeout=300)
+        report = json.loads(result.stdout)
+        findings = [f for f in report["findings"] if f["code"] == "dist-off-lock"]
+        assert result.returncode == 1
+        assert [(f["host"], f["component"], f["expected"], f["actual"]) for f in findings] == \
+            [("node1", "mpmath", locked, "1.2.1")], findings
+    finally:
+        rc, output, _ = playbook("--tags", "python")
+        assert rc == 0 and pip_list(node)["mpmath"] == locked, output[-3000:]
 
 
 def test_third_party_triton_is_replaced_by_the_pinned_triton_ascend(first_run):

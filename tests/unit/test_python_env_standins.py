@@ -170,15 +170,64 @@ def test_torchvision_standin_requires_the_pinned_torch(manifest, tmp_path):
     assert {"numpy", "pillow!=8.3.*,>=5.3.0"} <= set(meta["Requires-Dist"])
 
 
-def test_mirror_fetches_the_cann_dependencies_at_their_pins(manifest):
-    deps, _ = wheels.real_requirements(manifest)
-    pinned = wheels.cann_deps(manifest)
-    assert list(pinned)[:3] == ["attrs", "decorator", "sympy"] and len(pinned) == 13
-    for name, spec in pinned.items():
-        assert f"{name}{spec}" in deps
-    names = [wheels._requirement_name(d) for d in deps]
-    assert len(names) == len(set(names)), deps  # no unpinned duplicate of a pinned name (protobuf, pyyaml, wheel)
-    assert "pillow" in names
+def test_sim_lock_keeps_every_locked_line_and_swaps_only_the_standins_hashes(manifest, tmp_path):
+    from dapo_ops.stack.lock import parse_lock
+
+    lock_path, _ = wheels.source_lock(manifest)
+    real = parse_lock(lock_path.read_text(), "real")
+    standins = wheels.standin_wheels(tmp_path, manifest)
+    sim = parse_lock(wheels.render_sim_lock(lock_path.read_text(), lock_path.name, standins), "sim")
+    assert {n: p.version for n, p in sim.items()} == {n: p.version for n, p in real.items()}
+    for name, package in sim.items():
+        if name in wheels.STANDIN_PACKAGES:
+            wheel = next(w for w in standins if w.name.startswith(name.replace("-", "_") + "-" + package.version))
+            assert package.hashes == (wheels.sha256_of(wheel),)
+        else:
+            assert package.hashes == real[name].hashes, name
+
+
+def test_sim_lock_refuses_a_lock_pinning_a_version_with_no_standin(manifest, tmp_path):
+    from dapo_ops.errors import SimError
+
+    text = "torch==0.0.1 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+    with pytest.raises(SimError, match="no stand-in wheel for torch==0.0.1"):
+        wheels.render_sim_lock(text, "lock", wheels.standin_wheels(tmp_path, manifest))
+
+
+def test_torch_standin_requires_what_the_real_wheel_requires(manifest, tmp_path):
+    """The lock's `# via torch` annotations (uv read the real wheel's METADATA) name the same distributions."""
+    import re
+
+    wheel = next(w for w in wheels.standin_wheels(tmp_path, manifest) if w.name.startswith("torch-"))
+    meta, _ = _wheel(wheel)
+    declared = {re.split(r"[<>=!~]", r, maxsplit=1)[0] for r in meta["Requires-Dist"]}
+    lock_path, _ = wheels.source_lock(manifest)
+    via_torch, current = set(), None
+    for line in lock_path.read_text().splitlines():
+        if re.match(r"^[a-z0-9]", line):
+            current = line.split("==")[0]
+        elif re.fullmatch(r"\s*#\s+(via\s+)?torch", line):
+            via_torch.add(current)
+    assert declared == via_torch
+
+
+def test_standin_repositories_carry_the_recorded_upstream_requirements(manifest, tmp_path):
+    from dapo_ops.sim import repos
+
+    verl_wheel = tmp_path / "verl.whl"
+    with zipfile.ZipFile(verl_wheel, "w") as zf:
+        zf.writestr("verl/trainer/config/ppo_trainer.yaml", "a: 1\n")
+    files = repos.repo_files(manifest, verl_wheel)
+    vllm = files[manifest.source("vllm").repo][1]
+    vllm_ascend = files[manifest.source("vllm_ascend").repo][1]
+    verl = files[manifest.source("verl").repo][1]
+    assert vllm["requirements/common.txt"] == repos.recorded_layer(manifest, "vllm", "requirements/common.txt")
+    assert "transformers >= 4.55.2" in vllm["requirements/common.txt"]
+    assert vllm_ascend["requirements.txt"] == repos.recorded_layer(manifest, "vllm_ascend", "requirements.txt")
+    assert f"torch-npu=={manifest.pinned_version('torch_npu')}" in vllm_ascend["requirements.txt"].split()
+    requirements = manifest.source("verl").extra["requirements"]
+    assert verl[requirements] == repos.recorded_layer(manifest, "verl", requirements)
+    assert "'accelerate'" in verl["setup.py"] and not verl[requirements].startswith("# Recorded")
 
 
 def test_unsatisfied_lists_what_to_install_in_order():
