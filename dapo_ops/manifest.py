@@ -67,6 +67,8 @@ class LockConfig:
     layers: dict[str, tuple[str, ...]]   # source key (manifest `sources`) -> requirements paths in its checkout
     exclude: dict[str, str]              # distribution -> why it is left out of the lock
     platforms: dict[str, LockPlatform]
+    # source key -> {build requirement name -> why its pyproject.toml requirement is not locked nor installed}
+    build_exclude: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[LockLayer, ...]:
@@ -158,10 +160,17 @@ def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockC
     exclude = data.get("exclude") or {}
     if not isinstance(exclude, dict):
         raise ManifestError(f"{source}: lock.exclude must be a mapping of package -> reason")
+    build_exclude = data.get("build_exclude") or {}
+    if not isinstance(build_exclude, dict) or not all(
+            k in layers and isinstance(v, dict) and all(isinstance(r, str) and r for r in v.values())
+            for k, v in build_exclude.items()):
+        raise ManifestError(f"{source}: lock.build_exclude must map a layer's source to package -> reason")
     return LockConfig(dir=str(_require(data, "dir", where)), index_url=str(_require(data, "index_url", where)),
                       direct=str(_require(data, "direct", where)),
                       layers={str(k): tuple(v) for k, v in layers.items()},
-                      exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms)
+                      exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms,
+                      build_exclude={str(k): {str(n): str(r) for n, r in v.items()}
+                                     for k, v in build_exclude.items()})
 
 
 def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:

@@ -208,10 +208,34 @@ def setup_install_requires(text: str, source: str) -> list[str]:
     raise LockParseError(source, 0, "no `install_requires = [...]` assignment")
 
 
-def layer_content(path: str, text: str, source: str) -> str:
-    """What is recorded of a layer file: a requirements file verbatim, a setup.py as its install_requires."""
-    if Path(path).name == "setup.py":
+def pyproject_build_requires(text: str, source: str) -> list[str]:
+    """The `[build-system] requires` list of a pyproject.toml."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LockParseError(source, 0, f"not valid TOML ({exc})") from None
+    requires = (data.get("build-system") or {}).get("requires")
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise LockParseError(source, 0, "no [build-system] requires list")
+    return requires
+
+
+def layer_content(path: str, text: str, source: str, build_exclude: dict[str, str] | None = None) -> str:
+    """What is recorded of a layer file: a requirements file verbatim, a setup.py as its install_requires, a
+    pyproject.toml as its build requirements (the editable installs build without isolation, against what the env
+    has, so these come from the lock), less those the manifest leaves out (lock.build_exclude), kept as comments."""
+    name = Path(path).name
+    if name == "setup.py":
         return "# install_requires of setup.py, one per line\n" + "\n".join(setup_install_requires(text, source))
+    if name == "pyproject.toml":
+        lines = ["# [build-system] requires of pyproject.toml, one per line"]
+        excluded = {normalize_name(k): v for k, v in (build_exclude or {}).items()}
+        for requirement in pyproject_build_requires(text, source):
+            reason = excluded.get(normalize_name(Requirement(requirement).name))
+            lines.append(f"# left out ({reason}): {requirement}" if reason else requirement)
+        return "\n".join(lines)
     return text
 
 

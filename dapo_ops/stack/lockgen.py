@@ -83,7 +83,7 @@ def record_layers(manifest: StackManifest, sources: Path, directory: Path,
         if text is None:
             raise UsageError(f"{checkout / path}: missing in the {source.repo} checkout")
         target = directory / layer.file
-        content = layer_content(path, text, str(checkout / path))
+        content = layer_content(path, text, str(checkout / path), config.build_exclude.get(key))
         target.write_text(render_layer_input(source.repo, source.ref, commit, path, content, verified))
         written.append(str(target))
     return written

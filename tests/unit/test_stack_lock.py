@@ -63,6 +63,16 @@ def test_malformed_lock_is_one_line_naming_file_and_line(text, message):
     assert isinstance(info.value, UsageError)
 
 
+def test_pyproject_is_recorded_as_its_build_requirements_less_the_excluded_ones():
+    text = '[build-system]\nrequires = ["cmake>=3.26", "torch == 2.8.0", "wheel"]\nbuild-backend = "x"\n'
+    content = layer_content("pyproject.toml", text, "pyproject.toml", {"Torch": "the CUDA build's"})
+    assert content.splitlines()[1:] == ["cmake>=3.26", "# left out (the CUDA build's): torch == 2.8.0", "wheel"]
+    with pytest.raises(LockParseError, match="no \\[build-system\\] requires list"):
+        layer_content("pyproject.toml", "[project]\nname = 'x'\n", "pyproject.toml")
+    with pytest.raises(LockParseError, match="not valid TOML"):
+        layer_content("pyproject.toml", "[build-system\n", "pyproject.toml")
+
+
 def test_setup_py_install_requires_is_read_without_running_it():
     text = "import os\nos.system('false')\ninstall_requires = [\n    'a>=1',\n    \"b\",\n]\nsetup()\n"
     assert setup_install_requires(text, "setup.py") == ["a>=1", "b"]
@@ -103,8 +113,12 @@ def test_manifest_says_which_lock_is_in_force(manifest):
     assert config.platforms["x86_64"].python_platform == "x86_64-manylinux_2_28"
     assert all(p.reason for p in config.platforms.values() if not p.in_force)
     assert set(config.layers) == {"vllm", "vllm_ascend", "verl"}
-    assert config.layers["verl"] == (manifest.source("verl").extra["requirements"], "setup.py")
-    assert [i.file for i in config.inputs] == ["vllm.in", "vllm_ascend.in", "verl.in", "verl-setup.in"]
+    assert config.layers["verl"] == (manifest.source("verl").extra["requirements"], "setup.py", "pyproject.toml")
+    assert all(paths[-1] == "pyproject.toml" for paths in config.layers.values())  # built without isolation
+    assert list(config.build_exclude) == ["vllm"] and list(config.build_exclude["vllm"]) == ["torch"]
+    assert [i.file for i in config.inputs] == ["vllm.in", "vllm-pyproject.in", "vllm_ascend.in",
+                                               "vllm_ascend-pyproject.in", "verl.in", "verl-setup.in",
+                                               "verl-pyproject.in"]
 
 
 def test_locks_agree_with_the_manifest_pins(manifest):
@@ -302,6 +316,7 @@ def fake_sources(tmp_path, manifest):
         checkout = sources / manifest.source(key).dir
         (checkout / path).parent.mkdir(parents=True, exist_ok=True)
         (checkout / path).write_text(f"install_requires = ['{key}-setup-dep']\n" if path == "setup.py"
+                                     else f'[build-system]\nrequires = ["{key}-build-dep"]\n' if path == "pyproject.toml"
                                      else f"{key}-dep>=1\n")
     for key in manifest.lock.layers:
         checkout = sources / manifest.source(key).dir
@@ -351,7 +366,8 @@ def test_record_layers_refuses_a_directory_that_is_not_a_checkout(tmp_path, fake
 def test_uv_command_resolves_for_the_node_platform(manifest):
     command = lockgen.uv_command(manifest, "aarch64", "aarch64.txt", upgrade=False)
     joined = " ".join(command)
-    assert "pip compile direct.in vllm.in vllm_ascend.in verl.in verl-setup.in" in joined
+    assert ("pip compile direct.in vllm.in vllm-pyproject.in vllm_ascend.in vllm_ascend-pyproject.in verl.in "
+            "verl-setup.in verl-pyproject.in") in joined
     assert "--python-platform aarch64-manylinux_2_28" in joined
     assert f"--python-version {manifest.python_version}" in joined
     assert "--generate-hashes" in command and "--universal" not in command
