@@ -38,7 +38,8 @@ options:
     description: A source checkout to install editable, after its dependencies.
     type: path
   build_requirements:
-    description: Install the checkout's C([build-system] requires) from the lock before it (needs I(editable)).
+    description: Install the checkout's C([build-system] requires), with their bounds, from the lock before it
+      (needs I(editable)); the lock is resolved with them (stack/lock/<source>-pyproject.in).
     type: bool
     default: true
   build_requirements_exclude:
@@ -48,7 +49,7 @@ options:
     default: []
   skip:
     description: Distributions never installed, even when the plan holds them (a dependency asks for a package the
-      recipe removes, such as the CUDA triton that shadows triton-ascend); they are reported in I(skipped).
+      recipe removes, such as the CUDA triton that shadows triton-ascend); they are reported in I(left_out).
     type: list
     elements: str
     default: []
@@ -61,7 +62,7 @@ author: dapo-ops
 
 RETURN = r"""
 installed: {description: name==version of each package installed from the lock, type: list, returned: always}
-skipped: {description: names the plan held that I(skip) kept out, type: list, returned: always}
+left_out: {description: names the plan held that I(skip) kept out (not `skipped`, which Ansible reads as a skipped task), type: list, returned: always}
 editable_installed: {description: whether the checkout was (or in check mode would be) installed, type: bool,
                      returned: always}
 """
@@ -99,7 +100,10 @@ def normalize(name):
 
 
 def parse_lock(text):
-    """name -> {version, line} for each `name==version ... --hash=...` entry (the pip requirements-file form)."""
+    """name -> {version, line, hashes} for each `name==version ... --hash=...` entry (the pip requirements-file form).
+
+    The module runs on the node, where dapo_ops is not installed; tests/unit/test_pip_locked.py checks that this
+    reads the real lock exactly as dapo_ops.stack.lock.parse_lock (the controller's strict parser) does."""
     entries, buf = {}, []
     for raw in text.splitlines() + [""]:
         line = re.split(r"(?:^|\s)#", raw, maxsplit=1)[0].rstrip()
@@ -244,10 +248,8 @@ def main():
             excluded = set(requirement_names(params["build_requirements_exclude"]))
             build = [spec for spec, name in zip(json.loads(out), requirement_names(json.loads(out)))
                      if name not in excluded]
-            # The build requirements' own bounds are not applied: the lock's versions are the stack's.
-            names = requirement_names(build)
-            if names:
-                planned = runner.plan(names)
+            if build:
+                planned = runner.plan(build)
                 runner.install(planned)
                 installed += planned
         args = list(params["requirements"])
@@ -272,7 +274,7 @@ def main():
         shutil.rmtree(runner.scratch, ignore_errors=True)
     module.exit_json(changed=bool(installed) or editable_installed,
                      installed=["%s==%s" % (n, runner.entries[n]["version"]) for n in installed],
-                     editable_installed=editable_installed, skipped=runner.skipped)
+                     editable_installed=editable_installed, left_out=runner.skipped)
 
 
 if __name__ == "__main__":

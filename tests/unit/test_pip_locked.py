@@ -164,3 +164,13 @@ def test_an_editable_checkout_gets_its_dependencies_from_the_lock(index_and_venv
     assert result["editable_installed"] and installed(python).get("proj") == "0.1"
     again = run_module(base, conf, python=str(python), lock=str(lock), editable=str(project))
     assert again["changed"] is False
+
+
+def test_a_skipped_dependency_is_left_out_and_not_reported_as_a_skipped_task(index_and_venv):
+    """Ansible reads a result key `skipped` as "the task was skipped": the module reports `left_out` instead."""
+    base, python, conf, lock = index_and_venv
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "alpha", "beta"], check=True)
+    result = run_module(base, conf, python=str(python), lock=str(lock), requirements=["alpha"], skip=["Beta"])
+    assert not result.get("failed"), result
+    assert result["installed"] == ["alpha==1.0"] and result["left_out"] == ["beta"] and "skipped" not in result
+    assert "beta" not in installed(python)
