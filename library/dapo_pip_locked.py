@@ -53,6 +53,11 @@ options:
     type: list
     elements: str
     default: []
+  compile:
+    description: Byte-compile the installed modules (pip's default); false passes C(--no-compile), and Python
+      compiles each module on its first import instead.
+    type: bool
+    default: true
   reinstall_editable:
     description: Reinstall the checkout even when it is installed editable from I(editable) already.
     type: bool
@@ -168,11 +173,12 @@ def requirement_names(specs):
 
 
 class Runner:
-    def __init__(self, module, python, lock_path, skip=()):
+    def __init__(self, module, python, lock_path, skip=(), compile_modules=True):
         self.module, self.python, self.lock_path = module, python, lock_path
         self.scratch = tempfile.mkdtemp(prefix="dapo-pip-")
         self.editable_name = None
         self.skip, self.skipped = list(skip), []
+        self.install_options = [] if compile_modules else ["--no-compile"]
         self.entries = parse_lock(open(lock_path).read())
         if not self.entries:
             module.fail_json(msg="%s pins no package: not a lock" % lock_path)
@@ -208,7 +214,7 @@ class Runner:
         path = os.path.join(self.scratch, "locked.txt")
         with open(path, "w") as out:
             out.write("".join(self.entries[name]["line"] + "\n" for name in names))
-        self.pip(["--require-hashes", "--no-deps", "-r", path], "install from the lock")
+        self.pip(self.install_options + ["--require-hashes", "--no-deps", "-r", path], "install from the lock")
 
 
 def _last_error(text):
@@ -229,6 +235,7 @@ def main():
             "build_requirements_exclude": {"type": "list", "elements": "str", "default": []},
             "reinstall_editable": {"type": "bool", "default": False},
             "skip": {"type": "list", "elements": "str", "default": []},
+            "compile": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -236,7 +243,7 @@ def main():
     for path, what in ((params["python"], "python"), (params["lock"], "lock")):
         if not os.path.exists(path):
             module.fail_json(msg="%s %s does not exist" % (what, path))
-    runner = Runner(module, params["python"], params["lock"], params["skip"])
+    runner = Runner(module, params["python"], params["lock"], params["skip"], params["compile"])
     editable = params["editable"]
     installed = []
     try:
@@ -268,7 +275,8 @@ def main():
             if params["reinstall_editable"] or os.path.realpath(current or "/nonexistent") != os.path.realpath(editable):
                 editable_installed = True
                 if not module.check_mode:
-                    runner.pip(["--no-deps", "--no-build-isolation", "-c", runner.constraints, "-e", editable],
+                    runner.pip(runner.install_options + ["--no-deps", "--no-build-isolation", "-c",
+                                                         runner.constraints, "-e", editable],
                                "install %s editable" % editable)
     finally:
         shutil.rmtree(runner.scratch, ignore_errors=True)
