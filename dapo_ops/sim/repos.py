@@ -8,6 +8,7 @@ copied at build time from the real verl wheel in the package cache, so Hydra com
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from dapo_ops.manifest import StackManifest
 from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT
 
 PYPROJECT = """[build-system]
-requires = ["setuptools>=64", "wheel"]
+requires = {requires}
 build-backend = "setuptools.build_meta"
 """
 
@@ -393,13 +394,29 @@ def recorded_layer(manifest: StackManifest, source: str, path: str) -> str:
     return "".join(lines)
 
 
+def recorded_build_requires(manifest: StackManifest, source: str) -> list[str]:
+    """The checkout's real [build-system] requires, from its recorded pyproject layer (the lines left out of the
+    lock are kept there as comments and belong to the real file too)."""
+    requires = []
+    for line in recorded_layer(manifest, source, "pyproject.toml").splitlines():
+        if line.startswith("# left out ("):
+            requires.append(line.rsplit("): ", 1)[1].strip())
+        elif line.strip() and not line.startswith("#"):
+            requires.append(line.strip())
+    return requires
+
+
+def pyproject(manifest: StackManifest, source: str) -> str:
+    return PYPROJECT.format(requires=json.dumps(recorded_build_requires(manifest, source)))
+
+
 def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str, dict[str, str | bytes]]]:
     vllm, vllm_ascend, verl = manifest.source("vllm"), manifest.source("vllm_ascend"), manifest.source("verl")
     verl_files: dict[str, str | bytes] = {
         "setup.py": VERL_SETUP.format(install_requires=[
             line.split("#", 1)[0].strip() for line in recorded_layer(manifest, "verl", "setup.py").splitlines()
             if line.split("#", 1)[0].strip()]),
-        "pyproject.toml": PYPROJECT,
+        "pyproject.toml": pyproject(manifest, "verl"),
         "verl/__init__.py": VERL_INIT,
         # What verl's verl/version/version holds at the pinned tag (the manifest records it).
         verl.extra.get("declared_version_file", "verl/version/version"):
@@ -418,12 +435,12 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         vllm.repo: (vllm.ref, {
             "setup.py": VLLM_SETUP.format(version=vllm.version),
             "requirements/common.txt": recorded_layer(manifest, "vllm", "requirements/common.txt"),
-            "pyproject.toml": PYPROJECT,
+            "pyproject.toml": pyproject(manifest, "vllm"),
             "vllm/__init__.py": VLLM_INIT.format(version=vllm.version),
             "README.md": f"vLLM {vllm.ref} stand-in for the dapo-ops simulated fleet.\n",
         }),
         vllm_ascend.repo: (vllm_ascend.ref, {
-            "pyproject.toml": PYPROJECT,
+            "pyproject.toml": pyproject(manifest, "vllm_ascend"),
             "setup.py": VLLM_ASCEND_SETUP.format(version=vllm_ascend.version, extension=VLLM_ASCEND_C),
             "requirements.txt": recorded_layer(manifest, "vllm_ascend", "requirements.txt"),
             ".gitignore": "vllm_ascend/vllm_ascend_C*\n",  # built into the checkout, like the real library

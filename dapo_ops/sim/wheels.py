@@ -246,11 +246,11 @@ def fetch_locked_files(cache: Path, manifest: StackManifest, log: Path) -> list[
     with open(log, "a") as out:
         out.write(f"locked files for {arch}: {summary.files} ({wheelhouse.human_size(summary.bytes)}), "
                   f"downloaded now: {len(summary.downloaded)}\n")
-    wanted = set(only)
+    wanted = {(name, canonicalize_version(locked[name].version)) for name in only}
     files = []
-    for path in sorted((cache / "files").iterdir()):
+    for path in sorted((cache / "files").iterdir()):  # the cache may also hold files of an earlier lock
         identity = wheelhouse.file_identity(path.name)
-        if identity and identity[0] in wanted:
+        if identity and (identity[0], identity[1]) in wanted:
             files.append(path)
     return files
 
