@@ -215,3 +215,26 @@ def test_table_summarises_the_closure_per_host(manifest, locks):
     assert text.count("dist-extra") == 9  # 10 closure rows for node1 (1 off-lock + 9 extra), then a count
     assert "5 more lock finding(s) (--json lists all)" in text
     assert "note: node2: no lock in force for x86_64: the closure is not audited" in text
+
+
+def test_a_host_whose_inventory_names_its_lock_is_compared_with_that_lock(manifest, tmp_path):
+    """dapo_stack_lock (the lock the roles installed the host from) wins over the platform's lock in force: an
+    x86_64 host, whose platform has none, is audited against it; unreadable or bad, it is a one-line usage error."""
+    named = tmp_path / "site-lock.txt"
+    named.write_text(SMALL_LOCK)
+    host = raw("node1", dists("x86_64", numpy="1.26.3"))
+    host.lock = str(named)
+    report = analyze([host], manifest)
+    assert closure_codes(report) == [  # the lock's markers evaluated for x86_64: its nccl line applies
+        ("node1", "dist-missing", "nvidia-nccl-cu12", "error", "2.26.2", None),
+        ("node1", "dist-off-lock", "numpy", "error", "1.26.4", "1.26.3")]
+    finding = next(f for f in report.findings if f.code == "dist-off-lock")
+    assert "the x86_64 (dapo_stack_lock) lock pins 1.26.4" in finding.message
+    assert report.hosts[0].closure["lock"] == "x86_64 (dapo_stack_lock)" and report.hosts[0].notes == []
+    host.lock = str(tmp_path / "missing.txt")
+    with pytest.raises(UsageError, match="dapo_stack_lock .*missing.txt cannot be read"):
+        analyze([host], manifest)
+    named.write_text("numpy>=1\n")
+    host.lock = str(named)
+    with pytest.raises(UsageError, match="dapo_stack_lock does not parse: .*numpy is not pinned exactly"):
+        analyze([host], manifest)
