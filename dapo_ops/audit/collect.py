@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo_ops.audit.fact import Fact, NodeContext, all_facts
+from dapo_ops.clock import utc_now
 from dapo_ops.errors import UsageError
 from dapo_ops.fleet.ssh import HostSpec, run_on
 from dapo_ops.layout import node_layout
@@ -127,7 +128,7 @@ def collect(hosts: list[HostSpec], npus_of, install_path: str, timeout: float, m
 
 def write_bundle(directory: Path, raws: list[HostRaw]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    meta = {"schema": BUNDLE_SCHEMA, "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    meta = {"schema": BUNDLE_SCHEMA, "collected_at": utc_now(),
             "hosts": {r.host: {"npus_per_node": r.npus_expected, "unreachable": r.unreachable} for r in raws}}
     for raw in raws:
         host_dir = directory / raw.host

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shlex
 import socket
@@ -13,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, connect, run_on
 from dapo_ops.job.render import RAY_PROCESS_PATTERN
@@ -60,8 +62,7 @@ def _check(result, step: str, host: str) -> str:
 
 def acquire_lock(head: HostSpec, run_id: str) -> Lock | None:
     """Create the lock on the head atomically; returns None on success, the holder's Lock otherwise."""
-    lock = Lock(run_id, socket.gethostname(), __import__("os").getpid(),
-                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    lock = Lock(run_id, socket.gethostname(), os.getpid(), utc_now())
     payload = shlex.quote(json.dumps(lock.__dict__))
     result = run_on(head, f"mkdir -p {shlex.quote(LOCK_FILE.rsplit('/', 1)[0])} && "
                           f"(set -C; printf '%s\\n' {payload} > {LOCK_FILE}) 2>/dev/null || "

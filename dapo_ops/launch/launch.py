@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import Inventory
@@ -122,7 +123,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         with steps.step(f"wait for {len(hosts)} node(s) and {ranks} NPU in Ray") as step:
             seen = cluster.wait_for_cluster(head, python, record.dashboard, len(hosts), spec.cluster.npus_per_node,
                                             time.monotonic() + STEP_TIMEOUTS["cluster"])
-            record.timestamps["ray_up"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            record.timestamps["ray_up"] = utc_now()
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
         with steps.step(f"rehearse {ranks} ranks ({backend})") as step:
             result = _rehearse(head, record, python, steps)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dapo_ops.clock import utc_compact, utc_now
 from dapo_ops.errors import UsageError
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -40,7 +40,7 @@ class RunRecord:
         self.state = state
         if reason is not None:
             self.reason = reason
-        self.timestamps[state] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.timestamps[state] = utc_now()
         self.save()
 
     def save(self) -> None:
@@ -51,7 +51,7 @@ class RunRecord:
 
 
 def new_run_id(job: str) -> str:
-    return f"{job}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+    return f"{job}-{utc_compact()}-{secrets.token_hex(2)}"
 
 
 def load_run(run_id: str) -> RunRecord:
