@@ -385,7 +385,7 @@ def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
     record, _, head = _run_context(run, inventory)
     job = None
     if record.submission_id and record.state in ("running", "succeeded"):
-        job = cluster.job_status(head, f"{node_layout(head.vars)['stack_env_prefix']}/bin/ray", record.dashboard,
+        job = cluster.job_status(head, node_layout(head.vars)["stack_env_ray"], record.dashboard,
                                  record.submission_id)
         if job in ("SUCCEEDED", "FAILED", "STOPPED") and record.state == "running":
             record.mark({"SUCCEEDED": "succeeded", "FAILED": "failed", "STOPPED": "stopped"}[job],
@@ -409,7 +409,7 @@ def logs(run: str, follow: bool, inventory: Path | None) -> None:
     record, _, head = _run_context(run, inventory)
     if not record.submission_id:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
-    cluster.job_logs(head, f"{node_layout(head.vars)['stack_env_prefix']}/bin/ray", record.dashboard,
+    cluster.job_logs(head, node_layout(head.vars)["stack_env_ray"], record.dashboard,
                      record.submission_id, follow, sys.stdout)
 
 

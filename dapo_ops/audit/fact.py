@@ -19,7 +19,7 @@ class NodeContext:
     """What a fact's command needs to know about the node."""
 
     install_path: str
-    env_prefix: str
+    python: str                          # the stack environment's python
     fact_file: str
 
 

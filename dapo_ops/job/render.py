@@ -32,7 +32,8 @@ class RenderNode:
     ip: str
     nic: str
     env_script: str
-    env_prefix: str
+    python: str
+    ray: str
     verl_dir: str
     head: bool
 
@@ -56,7 +57,8 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
     for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
         nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout["stack_env_script"],
-                                layout["stack_env_prefix"], f"{layout['stack_src_root']}/{verl_dir_rel}", index == 0))
+                                layout["stack_env_python"], layout["stack_env_ray"],
+                                f"{layout['stack_src_root']}/{verl_dir_rel}", index == 0))
     return nodes
 
 
@@ -103,14 +105,14 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
     }
     files: dict[str, str] = {}
     for node in nodes:
-        ctx = dict(common, node=node, ray=f"{node.env_prefix}/bin/ray")
+        ctx = dict(common, node=node, ray=node.ray)
         base = f"nodes/{node.name}"
         files[f"{base}/env.sh"] = env.get_template("env.sh.j2").render(ctx)
         files[f"{base}/ray-start.sh"] = env.get_template("ray-head.sh.j2" if node.head else "ray-worker.sh.j2").render(ctx)
         if node.head:
             files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(ctx)
             files[f"{base}/entrypoint.sh"] = env.get_template("entrypoint.sh.j2").render(
-                ctx, verl_dir=head.verl_dir, python=f"{head.env_prefix}/bin/python3",
+                ctx, verl_dir=head.verl_dir, python=head.python,
                 overrides=overrides(spec, manifest))
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
                             "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": paths.file_logger,

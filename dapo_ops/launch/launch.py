@@ -61,8 +61,8 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
     head, workers = hosts[0], hosts[1:]
     nodes = pick_nodes(hosts, manifest, addresses)
-    ray = {n.name: f"{n.env_prefix}/bin/ray" for n in nodes}
-    python = f"{nodes[0].env_prefix}/bin/python"
+    ray = {n.name: n.ray for n in nodes}
+    python = nodes[0].python
     ranks = len(hosts) * spec.cluster.npus_per_node
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=head.name,
@@ -257,7 +257,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     head = by_name[record.head]
     from dapo_ops.layout import node_layout
 
-    ray = {h.name: f"{node_layout(h.vars)['stack_env_prefix']}/bin/ray" for h in hosts}
+    ray = {h.name: node_layout(h.vars)["stack_env_ray"] for h in hosts}
     if record.submission_id:
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)

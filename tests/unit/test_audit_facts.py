@@ -11,7 +11,7 @@ from dapo_ops.audit.fact import NodeContext, all_facts
 from dapo_ops.errors import ParseError
 
 DATA = Path(__file__).parent.parent / "data" / "facts"
-CTX = NodeContext(install_path="/usr/local/Ascend", env_prefix="/opt/miniconda3/envs/dapo",
+CTX = NodeContext(install_path="/usr/local/Ascend", python="/opt/miniconda3/envs/dapo/bin/python",
                   fact_file="/etc/ansible/facts.d/dapo_ops.fact")
 CASES = sorted(DATA.glob("*/*.yml"))
 

@@ -168,7 +168,7 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     ray_stub = stub + ('if [ "$1" = job ]; then shift; while [ "$1" != -- ]; do shift; done; shift; '
                        'exec sh -c "$(python3 -c \'import subprocess, sys; print(subprocess.list2cmdline(sys.argv[1:]))\' '
                        '"$@")"; fi\n')
-    for name, body in (("ray", ray_stub), ("python3", stub)):
+    for name, body in (("ray", ray_stub), ("python", stub)):
         path = root / "conda" / "envs" / "dapo" / "bin" / name
         path.write_text(body)
         path.chmod(0o755)

@@ -15,8 +15,10 @@ from dapo_ops.launch import rehearsal, rehearsal_driver
 from dapo_ops.launch.steps import Steps
 from dapo_ops.paths import PROJECT_ROOT
 
-NODES = [RenderNode("node1", "10.0.0.1", "eth1", "/env.sh", "/opt/env", "/opt/src/verl", True),
-         RenderNode("node2", "10.0.0.2", "eth1", "/env.sh", "/opt/env", "/opt/src/verl", False)]
+NODES = [RenderNode("node1", "10.0.0.1", "eth1", "/env.sh", "/opt/env/bin/python", "/opt/env/bin/ray", "/opt/src/verl",
+                    True),
+         RenderNode("node2", "10.0.0.2", "eth1", "/env.sh", "/opt/env/bin/python", "/opt/env/bin/ray", "/opt/src/verl",
+                    False)]
 
 
 def event_line(event, **fields):

@@ -20,7 +20,7 @@ WHAT = "python dists (env python)"
 
 
 def command(ctx) -> str:
-    python = shlex.quote(f"{ctx.env_prefix}/bin/python")
+    python = shlex.quote(ctx.python)
     return f"if [ -x {python} ]; then {python} -c {shlex.quote(QUERY)}; else (exit 3); fi"
 
 

@@ -13,7 +13,7 @@ QUERY = ("import importlib.metadata as m, json, sys; d = {}\n"
 
 
 def command(ctx) -> str:
-    fact, python = shlex.quote(ctx.fact_file), shlex.quote(f"{ctx.env_prefix}/bin/python")
+    fact, python = shlex.quote(ctx.fact_file), shlex.quote(ctx.python)
     return (f"if [ -r {fact} ]; then cat {fact}; elif [ -x {python} ]; then {python} -c {shlex.quote(QUERY)}; "
             "else (exit 3); fi")
 

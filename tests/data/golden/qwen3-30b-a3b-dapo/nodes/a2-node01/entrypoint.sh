@@ -4,7 +4,7 @@
 # quoted for bash, and Ray only runs `bash <this file>`.)
 set -eo pipefail
 cd /opt/dapo-ops/src/verl
-exec /opt/miniconda3/envs/dapo/bin/python3 -m recipe.dapo.main_dapo \
+exec /opt/miniconda3/envs/dapo/bin/python -m recipe.dapo.main_dapo \
   data.train_files=/data/dapo/dapo-math-17k.parquet \
   data.val_files=/data/dapo/aime-2024.parquet \
   data.prompt_key=prompt \
