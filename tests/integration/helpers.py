@@ -12,3 +12,12 @@ def sh(host, command, timeout=60, ok=True):
     if ok:
         assert result.exit_code == 0, f"{command!r} on {host.name}: {result.stdout}{result.stderr}"
     return result
+
+
+def sigint_as_at_a_terminal():
+    """Popen preexec_fn: the child takes SIGINT as a process started from a terminal does. A test runner started
+    as a background job (`cmd &` in a script) ignores SIGINT, and an ignored signal stays ignored across exec, so
+    without this a Ctrl-C test would test nothing but that inheritance."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

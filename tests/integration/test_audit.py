@@ -14,7 +14,7 @@ from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 from dapo_ops.stackcheck import pinned_python_packages
 
-from .helpers import hosts, sh
+from .helpers import hosts, sh, sigint_as_at_a_terminal
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
 
@@ -121,7 +121,8 @@ def test_ctrl_c_prints_what_was_collected(faulty_fleet, sim):
     os.kill(node3.pid1, signal.SIGSTOP)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--connect-timeout", "60"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_as_at_a_terminal)
         time.sleep(6)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)

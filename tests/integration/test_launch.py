@@ -15,7 +15,7 @@ from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
-from .helpers import hosts, sh
+from .helpers import hosts, sh, sigint_as_at_a_terminal
 
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
 
@@ -121,7 +121,8 @@ def test_a_rank_without_its_npu_device_fails_the_rehearsal_naming_rank_and_host(
 
 def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest(fleet):
     launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
-                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=sigint_as_at_a_terminal)
     cut = False
     try:
         lines = []
@@ -150,7 +151,8 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
 
 def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
     launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
-                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=sigint_as_at_a_terminal)
     lines = []
     for line in launch.stdout:
         lines.append(line)
