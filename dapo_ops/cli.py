@@ -39,6 +39,9 @@ class Output:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+# Declared once: every command that reaches the fleet takes the same inventory option.
+inventory_option = click.option("-i", "--inventory", type=click.Path(path_type=Path),
+                                help="Ansible inventory (default: inventory/sim).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -156,7 +159,7 @@ def _print_sim_status(out: Output, status: dict) -> None:
 
 
 @cli.command()
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @click.option("--limit", metavar="PATTERN", help="Only these hosts: names or glob patterns, comma-separated.")
 @json_option
 @click.option("--prometheus", type=click.Path(path_type=Path), metavar="FILE",
@@ -222,7 +225,7 @@ def _placed_job(job_file: Path, inventory: Path | None):
 @cli.command()
 @click.argument("job_file", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Directory for the files (default: runs/render/<job>).")
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @json_option
 def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
     """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
@@ -249,7 +252,7 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
 
 @cli.command()
 @click.argument("job_file", type=click.Path(path_type=Path))
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @click.option("--verl-checkout", type=click.Path(path_type=Path),
               help="A verl checkout at the pinned tag to take the recipe's configuration from.")
 @click.option("--recipe-from-head", is_flag=True,
@@ -326,7 +329,7 @@ class StepPrinter:
 @cli.command()
 @click.argument("job_file", type=click.Path(path_type=Path))
 @click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @click.option("--rehearse-only", is_flag=True,
               help="Bring Ray up, run the rehearsal, tear Ray down again; submit nothing.")
 @click.option("--no-audit", is_flag=True, help="Skip the audit gate.")
@@ -374,7 +377,7 @@ def _run_context(run: str | None, inventory: Path | None):
 
 @cli.command()
 @click.argument("run", required=False)
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @json_option
 def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
     """The state of a run (default: the latest), asking Ray on the head."""
@@ -400,7 +403,7 @@ def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("run")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the job ends.")
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 def logs(run: str, follow: bool, inventory: Path | None) -> None:
     """The driver log of a run's job."""
     from dapo_ops.launch import cluster
@@ -415,7 +418,7 @@ def logs(run: str, follow: bool, inventory: Path | None) -> None:
 
 @cli.command()
 @click.argument("run")
-@click.option("-i", "--inventory", type=click.Path(path_type=Path), help="Ansible inventory (default: inventory/sim).")
+@inventory_option
 @json_option
 def stop(run: str, inventory: Path | None, as_json: bool) -> None:
     """Stop a run's job, stop Ray on its nodes, release the cluster lock."""
