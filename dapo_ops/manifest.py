@@ -112,10 +112,6 @@ class StackManifest:
             raise ManifestError(f"stack manifest does not pin {package} exactly (found {spec!r})")
         return spec[2:]
 
-    def check(self, driver: dict[str, str] | None, firmware: dict[str, str] | None,
-              toolkit: dict[str, str] | None = None) -> CompatibilityReport:
-        return check_compatibility(driver, firmware, toolkit)
-
     def pinned_compatibility(self) -> CompatibilityReport:
         """The pinned driver / firmware / toolkit must agree with each other."""
         return check_compatibility(self.artifact("driver").version_info, self.artifact("firmware").version_info,

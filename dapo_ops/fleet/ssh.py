@@ -42,10 +42,6 @@ class CommandResult:
     seconds: float
     error: str | None = None  # set when the host could not be reached or the command timed out
 
-    @property
-    def reachable(self) -> bool:
-        return self.error is None or self.error.startswith("timed out")
-
 
 def connect(host: HostSpec) -> Connection:
     """An opened Connection whose host key has been checked against host.known_hosts."""
