@@ -39,6 +39,17 @@ def pip_list(host) -> dict[str, str]:
     return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(out)}
 
 
+def test_a_platform_without_a_lock_is_refused_before_anything_is_installed(sim):
+    """The simulated nodes are x86_64, whose lock is not in force: without the inventory's dapo_stack_lock the
+    layer stops at its first step, naming the platform and the manifest's reason, and installs nothing."""
+    sim.down()
+    sim.up(FleetSpec(nodes=1, provisioned=True))
+    node = hosts()["node1"]
+    rc, output, _ = playbook("--tags", "python", "-e", "dapo_stack_lock=")
+    assert rc != 0 and "no stack lock is in force for x86_64 (not resolved yet" in output, output[-3000:]
+    assert sh(node, "test -e /opt/miniconda3", ok=False).exit_code == 1
+
+
 @pytest.fixture(scope="module")
 def first_run(sim):
     sim.down()
