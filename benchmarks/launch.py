@@ -44,8 +44,7 @@ def remote(host, env_script: str, command: str, timeout: float = 120):
 
 def bare_sequence(head, worker) -> float:
     layout = node_layout(head.vars)
-    env, ray = layout["stack_env_script"], f"{layout['stack_env_prefix']}/bin/ray"
-    python = f"{layout['stack_env_prefix']}/bin/python"
+    env, ray, python = layout.env_script, layout.ray, layout.python
     resources = shlex.quote('{"NPU": %d}' % NPUS)
     started = time.monotonic()
     remote(head, env, f"{ray} start --head --node-ip-address={head.address} --port=6379 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
@@ -21,7 +22,37 @@ def _raw_defaults() -> dict:
         raise ManifestError(f"cannot read {STACK_DEFAULTS}: {exc}") from None
 
 
-def node_layout(host_vars: dict | None = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where the stack lives on one node; `values` holds every stack_* default, resolved."""
+
+    values: dict[str, str]
+
+    def __getitem__(self, key: str) -> str:
+        return self.values[key]
+
+    @property
+    def python(self) -> str:
+        return self.values["stack_env_python"]
+
+    @property
+    def pip(self) -> str:
+        return self.values["stack_env_pip"]
+
+    @property
+    def ray(self) -> str:
+        return self.values["stack_env_ray"]
+
+    @property
+    def env_script(self) -> str:
+        return self.values["stack_env_script"]
+
+    @property
+    def src_root(self) -> str:
+        return self.values["stack_src_root"]
+
+
+def node_layout(host_vars: dict | None = None) -> NodeLayout:
     """stack_* paths for one host: its inventory variables where it sets them, else the role defaults, with the
     defaults' references to each other resolved (e.g. stack_env_prefix follows an overridden stack_conda_prefix)."""
     raw = dict(_raw_defaults())
@@ -38,4 +69,4 @@ def node_layout(host_vars: dict | None = None) -> dict[str, str]:
                 values[key] = env.from_string(str(value)).render(**values)
             except jinja2.UndefinedError:
                 continue
-    return values
+    return NodeLayout(values)

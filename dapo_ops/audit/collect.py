@@ -45,7 +45,7 @@ class HostRaw:
 
 def node_context(host_vars: dict, install_path: str) -> NodeContext:
     layout = node_layout(host_vars)
-    return NodeContext(install_path=install_path, python=layout["stack_env_python"],
+    return NodeContext(install_path=install_path, python=layout.python,
                        fact_file=layout["stack_fact_file"])
 
 

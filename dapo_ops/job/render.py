@@ -56,9 +56,8 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
     nodes = []
     for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
-        nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout["stack_env_script"],
-                                layout["stack_env_python"], layout["stack_env_ray"],
-                                f"{layout['stack_src_root']}/{verl_dir_rel}", index == 0))
+        nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout.env_script,
+                                layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0))
     return nodes
 
 

@@ -15,6 +15,7 @@ from packaging.version import Version
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
 from dapo_ops.job.placement import world_size
+from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
 from dapo_ops.manifest import StackManifest
 
@@ -64,7 +65,7 @@ def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSour
     from dapo_ops.layout import node_layout
 
     verl = manifest.source("verl")
-    remote = f"{node_layout(head.vars)['stack_src_root']}/{verl.dir}/{verl.extra['recipe_config']}"
+    remote = f"{node_layout(head.vars).src_root}/{verl.dir}/{verl.extra['recipe_config']}"
     result = run_on(head, f"cat {shlex.quote(remote)}", timeout=30)
     if result.error:
         raise SSHError(result.error)
@@ -180,11 +181,7 @@ def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
     if r.mode == "sync" and Version(verl.version) >= Version(removed_in):
         errors.append(f"rollout.mode 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): "
                       "use 'async'")
-    if "wandb" in spec.trainer.loggers:
-        import os
-
-        if not os.environ.get("WANDB_API_KEY"):
-            errors.append("trainer.loggers has wandb but WANDB_API_KEY is not set in the environment")
+    errors.extend(missing_secrets(spec))
     return errors
 
 

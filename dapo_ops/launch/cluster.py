@@ -60,8 +60,16 @@ def _check(result, step: str, host: str) -> str:
     return result.stdout
 
 
-def acquire_lock(head: HostSpec, run_id: str) -> Lock | None:
-    """Create the lock on the head atomically; returns None on success, the holder's Lock otherwise."""
+class ClusterLocked(LaunchError):
+    """The head's cluster lock is held by another run."""
+
+    def __init__(self, head: str, holder: Lock):
+        self.holder = holder
+        super().__init__(f"{head} is locked by {holder.describe()}")
+
+
+def acquire_lock(head: HostSpec, run_id: str) -> None:
+    """Create the lock on the head atomically; ClusterLocked names the holder when another run has it."""
     lock = Lock(run_id, socket.gethostname(), os.getpid(), utc_now())
     payload = shlex.quote(json.dumps(lock.__dict__))
     result = run_on(head, f"mkdir -p {shlex.quote(LOCK_FILE.rsplit('/', 1)[0])} && "
@@ -70,11 +78,12 @@ def acquire_lock(head: HostSpec, run_id: str) -> Lock | None:
     if result.error:
         raise LaunchError(f"cluster lock on {head.name}: {result.error}")
     if result.exit_code == 0:
-        return None
+        return
     try:
-        return Lock(**json.loads(result.stdout.strip().splitlines()[-1]))
+        holder = Lock(**json.loads(result.stdout.strip().splitlines()[-1]))
     except (ValueError, TypeError, IndexError):
-        return Lock("unknown", "unknown", 0, "unknown")
+        holder = Lock("unknown", "unknown", 0, "unknown")
+    raise ClusterLocked(head.name, holder)
 
 
 def release_lock(head: HostSpec, run_id: str) -> None:

@@ -9,16 +9,19 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.inventory import Inventory
 from dapo_ops.fleet.nic import read_addresses
+from dapo_ops.inventory import Inventory
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
+from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.job.validate import arithmetic
 from dapo_ops.launch import cluster, rehearsal
@@ -49,34 +52,48 @@ def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: in
     return spec, hosts
 
 
-def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
-           steps: Steps) -> RunRecord:
-    with steps.step("plan") as step:
-        spec, hosts = plan(spec, inventory, manifest, options.nodes)
-        backend = rehearsal.backend_for(hosts[0].vars)
-        step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
-                  f"(head {hosts[0].name}), rehearsal over {backend}")
-    with steps.step("read the HCCL NIC addresses") as step:
-        addresses = read_addresses(hosts)
-        step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
-    head, workers = hosts[0], hosts[1:]
-    nodes = pick_nodes(hosts, manifest, addresses)
-    ray = {n.name: n.ray for n in nodes}
-    python = nodes[0].python
-    ranks = len(hosts) * spec.cluster.npus_per_node
-    run_id = new_run_id(spec.name)
-    record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=head.name,
-                       head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
-                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}")
-    record.mark("created")
+@contextmanager
+def failing_as(record: RunRecord, what: str | None = None) -> Iterator[None]:
+    """Mark the run failed when the block raises ("interrupted" for Ctrl-C, else the error, prefixed by `what`),
+    unless the block already recorded a more precise reason; the exception goes on."""
+    try:
+        yield
+    except BaseException as exc:
+        if record.state != "failed":
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            record.mark("failed", f"{what}: {reason}" if what and reason != "interrupted" else reason)
+        raise
 
-    if not options.no_audit:
-        with steps.step(f"audit {', '.join(record.nodes)}") as step:
-            try:
-                report = _audit(hosts, manifest, spec.cluster.npus_per_node)
-            except BaseException as exc:
-                record.mark("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"audit: {exc}")
-                raise
+
+@dataclasses.dataclass
+class _Launch:
+    """One launch in progress: what every step reads, so each step is a method named after what it does."""
+
+    spec: JobSpec
+    manifest: StackManifest
+    options: LaunchOptions
+    steps: Steps
+    hosts: list[HostSpec]
+    nodes: list
+    record: RunRecord
+    backend: str
+
+    @property
+    def head(self) -> HostSpec:
+        return self.hosts[0]
+
+    @property
+    def ray(self) -> dict[str, str]:
+        return {n.name: n.ray for n in self.nodes}
+
+    @property
+    def ranks(self) -> int:
+        return len(self.hosts) * self.spec.cluster.npus_per_node
+
+    def audit(self) -> None:
+        record, options = self.record, self.options
+        with self.steps.step(f"audit {', '.join(record.nodes)}") as step, failing_as(record, "audit"):
+            report = _audit(self.hosts, self.manifest, self.spec.cluster.npus_per_node)
             record.stack = {h.host: h.components for h in report.hosts}
             record.save()
             if report.errors and not options.force:
@@ -87,83 +104,142 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
             step.done(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
                       + (" — launching anyway (--force)" if report.errors else ""))
 
-    with steps.step(f"lock {head.name}") as step:
-        try:
-            if options.break_lock:
+    def lock(self) -> None:
+        head, record = self.head, self.record
+        with self.steps.step(f"lock {head.name}") as step, failing_as(record, "cluster lock"):
+            if self.options.break_lock:
                 cluster.break_lock(head)
-            holder = cluster.acquire_lock(head, run_id)
-        except BaseException as exc:
-            record.mark("failed", "interrupted" if isinstance(exc, KeyboardInterrupt) else f"cluster lock: {exc}")
-            raise
-        if holder is not None:
-            record.mark("failed", f"cluster locked by {holder.describe()}")
-            hint = (" — its launch died; rerun with --break-lock" if _stale(holder) else
-                    f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
-            raise DapoError(f"{head.name} is locked by {holder.describe()}{hint}")
-        step.done(f"held by run {run_id}")
-    try:
-        with steps.step("render and push") as step:
-            files = render(spec, nodes, manifest, attempt=run_id)
+            try:
+                cluster.acquire_lock(head, record.run_id)
+            except cluster.ClusterLocked as exc:
+                record.mark("failed", f"cluster locked by {exc.holder.describe()}")
+                hint = (" — its launch died; rerun with --break-lock" if _stale(exc.holder) else
+                        f"; `dapo-ops stop {exc.holder.run_id}` tears its Ray cluster down and frees the nodes")
+                raise DapoError(f"{head.name} is locked by {exc.holder.describe()}{hint}") from None
+            step.done(f"held by run {record.run_id}")
+
+    def push(self, job_file: Path) -> None:
+        spec, record, head = self.spec, self.record, self.head
+        with self.steps.step("render and push") as step:
+            files = render(spec, self.nodes, self.manifest, attempt=record.run_id)
             write(files, record.directory / "rendered")
             shutil.copyfile(job_file, record.directory / "job.yaml")
-            files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, nodes, backend), indent=2)
+            files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, self.nodes, self.backend),
+                                                                     indent=2)
             files[f"nodes/{head.name}/rehearsal_driver.py"] = rehearsal.DRIVER.read_text()
-            secrets = {"WANDB_API_KEY": os.environ["WANDB_API_KEY"]} if "wandb" in spec.trainer.loggers and \
-                os.environ.get("WANDB_API_KEY") else None
-            _push(hosts, nodes, files, record.node_dir, secrets)
+            secrets = job_secrets(spec)
+            _push(self.hosts, self.nodes, files, record.node_dir, secrets)
             step.done(f"{len(files)} files to {record.node_dir}" + (" (secrets.env 0600)" if secrets else ""))
-        record.mark("starting")
-        with steps.step("stop Ray leftovers"):
-            unreachable = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"],
+
+    def stop_leftovers(self) -> None:
+        with self.steps.step("stop Ray leftovers"):
+            unreachable = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"],
                                                              only_if_running=True).items() if e}
             if unreachable:
                 raise cluster.LaunchError("stopping Ray leftovers: " + "; ".join(unreachable.values()))
-        with steps.step(f"start Ray: the head on {head.name}" + (f", {len(workers)} worker(s)" if workers else "")):
-            cluster.start_cluster(head, workers, record.node_dir, STEP_TIMEOUTS["head"], STEP_TIMEOUTS["workers"])
-        with steps.step(f"wait for {len(hosts)} node(s) and {ranks} NPU in Ray") as step:
-            seen = cluster.wait_for_cluster(head, python, record.dashboard, len(hosts), spec.cluster.npus_per_node,
+
+    def start_ray(self) -> None:
+        workers = self.hosts[1:]
+        with self.steps.step(f"start Ray: the head on {self.head.name}" +
+                             (f", {len(workers)} worker(s)" if workers else "")):
+            cluster.start_cluster(self.head, workers, self.record.node_dir, STEP_TIMEOUTS["head"],
+                                  STEP_TIMEOUTS["workers"])
+
+    def wait_for_ray(self) -> None:
+        npus, record = self.spec.cluster.npus_per_node, self.record
+        with self.steps.step(f"wait for {len(self.hosts)} node(s) and {self.ranks} NPU in Ray") as step:
+            seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, len(self.hosts), npus,
                                             time.monotonic() + STEP_TIMEOUTS["cluster"])
             record.timestamps["ray_up"] = utc_now()
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
-        with steps.step(f"rehearse {ranks} ranks ({backend})") as step:
-            result = _rehearse(head, record, python, steps)
+
+    def rehearse(self) -> None:
+        with self.steps.step(f"rehearse {self.ranks} ranks ({self.backend})") as step:
+            result = _rehearse(self.head, self.record, self.nodes[0].python, self.steps)
             timings = result.timing_summary()
             step.done(f"{result.ranks} ranks on {len(result.hosts)} hosts; " + ", ".join(
                 f"{phase} median {t['median'] * 1000:.0f} ms, slowest rank {t['slowest_rank']} "
                 f"({t['max'] * 1000:.0f} ms)" for phase, t in timings.items() if phase != "check"))
-        if options.rehearse_only:
-            with steps.step("tear down (--rehearse-only)"):
-                errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=STEP_TIMEOUTS["stop"]).items() if e}
-                cluster.release_lock(head, run_id)
-                if errors:
-                    raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
-                                              "; ".join(errors.values()))
-            record.mark("rehearsed")
-            return record
-        with steps.step("submit the DAPO job") as step:
-            record.submission_id = f"dapo-{run_id}"
-            cluster.submit(head, record.node_dir, record.submission_id, STEP_TIMEOUTS["submit"])
+
+    def tear_down_rehearsal(self) -> None:
+        with self.steps.step("tear down (--rehearse-only)"):
+            errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"]).items()
+                      if e}
+            cluster.release_lock(self.head, self.record.run_id)
+            if errors:
+                raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
+                                          "; ".join(errors.values()))
+
+    def submit(self) -> None:
+        record = self.record
+        with self.steps.step("submit the DAPO job") as step:
+            record.submission_id = f"dapo-{record.run_id}"
+            cluster.submit(self.head, record.node_dir, record.submission_id, STEP_TIMEOUTS["submit"])
             step.done(f"submission {record.submission_id}")
-        record.mark("running")
-        return record
-    except BaseException as exc:
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        record.mark("failed", reason)  # first: a second Ctrl-C during the teardown still leaves a true record
-        errors: dict[str, str | None] = {}
+
+    @contextmanager
+    def torn_down_on_failure(self) -> Iterator[None]:
+        """Once Ray may have been touched: a failure stops Ray where it was started and releases the lock."""
+        record = self.record
         try:
-            with steps.step("tear down after the failure"):
-                errors = {h: e for h, e in cluster.ray_stop(hosts, ray, timeout=30,
-                                                            starters_of=record.node_dir).items() if e}
-        finally:
-            cluster.release_lock(head, run_id)
-        if errors:
-            record.mark("failed", reason + " (Ray not stopped on: " + "; ".join(errors.values()) + "; "
-                        f"`dapo-ops stop {run_id}` retries)")
-        if isinstance(exc, DapoError):
+            with failing_as(record):  # first: a second Ctrl-C during the teardown still leaves a true record
+                yield
+        except BaseException as exc:
+            errors: dict[str, str | None] = {}
+            try:
+                with self.steps.step("tear down after the failure"):
+                    errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=30,
+                                                                starters_of=record.node_dir).items() if e}
+            finally:
+                cluster.release_lock(self.head, record.run_id)
+            if errors:
+                record.mark("failed", f"{record.reason} (Ray not stopped on: " + "; ".join(errors.values()) + "; "
+                            f"`dapo-ops stop {record.run_id}` retries)")
+            if isinstance(exc, KeyboardInterrupt):
+                raise DapoError("launch interrupted; what was started has been torn down") from None
             raise
-        if isinstance(exc, KeyboardInterrupt):
-            raise DapoError("launch interrupted; what was started has been torn down") from None
-        raise
+
+
+def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
+             steps: Steps) -> _Launch:
+    """Plan the job and read the nodes' HCCL addresses (nothing changes yet), then create the run record."""
+    with steps.step("plan") as step:
+        spec, hosts = plan(spec, inventory, manifest, options.nodes)
+        backend = rehearsal.backend_for(hosts[0].vars)
+        step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
+                  f"(head {hosts[0].name}), rehearsal over {backend}")
+    with steps.step("read the HCCL NIC addresses") as step:
+        addresses = read_addresses(hosts)
+        step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
+    nodes = pick_nodes(hosts, manifest, addresses)
+    run_id = new_run_id(spec.name)
+    record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
+                       head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
+                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}")
+    record.mark("created")
+    return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend)
+
+
+def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
+           steps: Steps) -> RunRecord:
+    run = _prepare(spec, inventory, manifest, options, steps)
+    if not options.no_audit:
+        run.audit()
+    run.lock()
+    with run.torn_down_on_failure():
+        run.push(job_file)
+        run.record.mark("starting")
+        run.stop_leftovers()
+        run.start_ray()
+        run.wait_for_ray()
+        run.rehearse()
+        if options.rehearse_only:
+            run.tear_down_rehearsal()
+            run.record.mark("rehearsed")
+            return run.record
+        run.submit()
+    run.record.mark("running")
+    return run.record
 
 
 def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secrets) -> None:
@@ -257,7 +333,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     head = by_name[record.head]
     from dapo_ops.layout import node_layout
 
-    ray = {h.name: node_layout(h.vars)["stack_env_ray"] for h in hosts}
+    ray = {h.name: node_layout(h.vars).ray for h in hosts}
     if record.submission_id:
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)

@@ -81,3 +81,17 @@ def latest_run() -> RunRecord:
     if not runs:
         raise UsageError("no runs yet (dapo-ops launch JOB.yaml)")
     return runs[-1]
+
+
+RAY_TERMINAL = {"SUCCEEDED": "succeeded", "FAILED": "failed", "STOPPED": "stopped"}
+
+
+def reconcile(record: RunRecord, ray_job_status: str | None) -> None:
+    """A running run whose Ray job has ended takes the job's end state (and records it)."""
+    if record.state == "running" and ray_job_status in RAY_TERMINAL:
+        record.mark(RAY_TERMINAL[ray_job_status],
+                    None if ray_job_status == "SUCCEEDED" else f"Ray reports the job {ray_job_status}")
+
+
+def needs_ray_status(record: RunRecord) -> bool:
+    return bool(record.submission_id) and record.state in ("running", "succeeded")

@@ -148,3 +148,17 @@ def write_direct(manifest: StackManifest, directory: Path) -> Path:
     path = directory / manifest.lock.direct
     path.write_text(render_direct_in(manifest))
     return path
+
+
+def lock_platform(manifest: StackManifest, directory: Path, platform: str, upgrade: bool) -> tuple[str, list, str | None]:
+    """Resolve one platform's lock with uv and write it: (file name, changes as diff_locks rows, why it is not in
+    force or None)."""
+    from dapo_ops.stack.lock import diff_locks, parse_lock
+
+    spec = manifest.lock.platforms[platform]
+    path = directory / spec.file
+    old = parse_lock(path.read_text(), str(path)) if path.exists() else {}
+    text = compile_lock(manifest, platform, directory, upgrade)
+    new = parse_lock(text, f"new {spec.file}")
+    path.write_text(text)
+    return f"{spec.file}: {len(new)} packages", diff_locks(old, new), None if spec.in_force else spec.reason or ""

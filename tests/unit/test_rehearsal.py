@@ -12,7 +12,7 @@ from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import load_spec
 from dapo_ops.launch import rehearsal, rehearsal_driver
-from dapo_ops.launch.steps import Steps
+from dapo_ops.launch.steps import StepEnded, StepNote, StepStarted, Steps
 from dapo_ops.paths import PROJECT_ROOT
 
 NODES = [RenderNode("node1", "10.0.0.1", "eth1", "/env.sh", "/opt/env/bin/python", "/opt/env/bin/ray", "/opt/src/verl",
@@ -86,15 +86,17 @@ def test_a_placement_failure_has_no_rank_and_a_missing_result_says_so():
 
 def test_steps_report_start_notes_and_end_with_time_or_failure():
     seen = []
-    steps = Steps(lambda kind, title, text, seconds: seen.append((kind, title, text, seconds is not None)))
+    steps = Steps(seen.append)
     with steps.step("start the head") as step:
         steps.note("waiting")
         step.done("up")
     with pytest.raises(RuntimeError), steps.step("workers"):
         raise RuntimeError("node2 unreachable")
-    assert seen == [("start", "start the head", None, False), ("note", "start the head", "waiting", False),
-                    ("done", "start the head", "up", True), ("start", "workers", None, False),
-                    ("fail", "workers", "node2 unreachable", True)]
+    assert seen[:2] == [StepStarted("start the head"), StepNote("start the head", "waiting")]
+    assert seen[2].title == "start the head" and seen[2].ok and seen[2].text == "up" and seen[2].seconds >= 0
+    assert seen[3] == StepStarted("workers")
+    assert seen[4].title == "workers" and not seen[4].ok and seen[4].text == "node2 unreachable"
+    assert len(seen) == 5 and all(isinstance(e, StepEnded) for e in (seen[2], seen[4]))
     assert set(steps.seconds) == {"start the head"}
 
 

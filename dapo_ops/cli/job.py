@@ -1,0 +1,93 @@
+"""`dapo-ops render` and `dapo-ops validate`: a job spec checked and rendered offline, placed on the inventory."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+
+from dapo_ops.cli.options import inventory_option, job_file_argument, json_option
+from dapo_ops.cli.output import Output
+from dapo_ops.errors import UsageError
+
+
+def placed_job(job_file: Path, inventory: Path | None):
+    """The spec placed on its inventory hosts (nodes and NPUs per node from the inventory), the manifest, the hosts."""
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.job.placement import place
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.manifest import load_manifest
+
+    spec = load_spec(job_file)
+    manifest = load_manifest()
+    spec, hosts = place(spec, list(load_inventory(inventory).hosts))
+    return spec, manifest, hosts
+
+
+def first_of(problems: list[str]) -> str:
+    return problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+
+
+@click.command()
+@job_file_argument
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Directory for the files (default: runs/render/<job>).")
+@inventory_option
+@json_option
+def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
+    """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
+
+    Each node's HCCL NIC address comes from the inventory's dapo_hccl_ip, else from the node (over SSH)."""
+    from dapo_ops.fleet.nic import read_addresses
+    from dapo_ops.job.render import pick_nodes, render as render_files, write
+    from dapo_ops.job.validate import arithmetic
+    from dapo_ops.paths import PROJECT_ROOT
+
+    out = Output(as_json)
+    spec, manifest, hosts = placed_job(job_file, inventory)
+    problems = arithmetic(spec, manifest)
+    if problems:
+        raise UsageError(first_of(problems))
+    nodes = pick_nodes(hosts, manifest, read_addresses(hosts))
+    files = render_files(spec, nodes, manifest)
+    target = output or PROJECT_ROOT / "runs" / "render" / spec.name
+    write(files, target)
+    out.info(f"rendered {len(files)} file(s) for {spec.name} ({spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU) "
+             f"into {target}")
+    out.document({"output": str(target), "files": sorted(files)})
+
+
+@click.command()
+@job_file_argument
+@inventory_option
+@click.option("--verl-checkout", type=click.Path(path_type=Path),
+              help="A verl checkout at the pinned tag to take the recipe's configuration from.")
+@click.option("--recipe-from-head", is_flag=True,
+              help="Take the recipe's configuration from the head node's verl checkout (over SSH).")
+@json_option
+def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None, recipe_from_head: bool,
+             as_json: bool) -> None:
+    """Check a job offline: verl's real config with the overrides, the arithmetic, an HBM estimate."""
+    from dapo_ops.job.validate import config_sources, recipe_from_head as head_recipe, validate as validate_job
+
+    out = Output(as_json)
+    if verl_checkout and recipe_from_head:
+        raise UsageError("--verl-checkout and --recipe-from-head are two sources for the same files: pick one")
+    spec, manifest, hosts = placed_job(job_file, inventory)
+    with tempfile.TemporaryDirectory(prefix="dapo-ops-recipe-") as workdir:
+        if recipe_from_head:
+            sources = head_recipe(hosts[0], manifest, Path(workdir))
+        else:
+            sources = config_sources(verl_checkout, manifest)
+        result = validate_job(spec, manifest, sources)
+    hbm = result.hbm
+    out.info(f"HBM per NPU (estimate): actor {hbm['actor_gib']:.1f} GiB, reference {hbm['reference_gib']:.1f} GiB, "
+             f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "
+             f"cache for {hbm['rollout_full_sequences']:.1f} full-length sequences) of {hbm['hbm_gib']:.0f} GiB")
+    for warning in result.warnings:
+        out.info(f"[yellow]warning:[/yellow] {warning}")
+    out.document({"job": spec.name, "nodes": spec.cluster.nodes, "npus_per_node": spec.cluster.npus_per_node,
+                  "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
+    if result.errors:
+        raise UsageError(first_of(result.errors))
+    out.info(f"[green]{spec.name}: valid on {spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU[/green]")

@@ -1,0 +1,23 @@
+"""Click options shared by several commands, each declared once (pip-tools' scripts/options.py does the same)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dapo_ops.errors import UsageError
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+inventory_option = click.option("-i", "--inventory", type=click.Path(path_type=Path),
+                                help="Ansible inventory (default: inventory/sim).")
+job_file_argument = click.argument("job_file", type=click.Path(path_type=Path))
+limit_option = click.option("--limit", metavar="PATTERN",
+                            help="Only these hosts: names or glob patterns, comma-separated.")
+
+
+def require_positive(**values: float | int | None) -> None:
+    """One usage error for the first given option that is not positive (keyword names become --option-names)."""
+    for name, value in values.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")

@@ -1,0 +1,139 @@
+"""`dapo-ops launch`, `status`, `logs`, `stop` and `runs`: a job's run on the fleet, recorded on the controller."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich import box
+from rich.table import Table
+
+from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, require_positive
+from dapo_ops.cli.output import Output, StepPrinter, as_dict
+from dapo_ops.errors import DapoError, UsageError
+
+
+def run_context(run: str | None, inventory: Path | None):
+    """The run's record (default: the latest), the inventory, and the run's head host from it."""
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.launch.records import latest_run, load_run
+
+    record = load_run(run) if run else latest_run()
+    inv = load_inventory(inventory)
+    by_name = {h.name: h for h in inv.hosts}
+    if record.head not in by_name:
+        raise UsageError(f"run {record.run_id}'s head {record.head} is not in the inventory")
+    return record, inv, by_name[record.head]
+
+
+@click.command()
+@job_file_argument
+@click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
+@inventory_option
+@click.option("--rehearse-only", is_flag=True,
+              help="Bring Ray up, run the rehearsal, tear Ray down again; submit nothing.")
+@click.option("--no-audit", is_flag=True, help="Skip the audit gate.")
+@click.option("--force", is_flag=True, help="Launch even when the audit finds errors.")
+@click.option("--break-lock", is_flag=True, help="Remove a stale cluster lock left by a dead launch first.")
+@json_option
+def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bool, no_audit: bool, force: bool,
+           break_lock: bool, as_json: bool) -> None:
+    """Audit the nodes, lock the cluster, push the rendered files, bring Ray up, rehearse, submit the DAPO job."""
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.launch.launch import LaunchOptions, launch as launch_job
+    from dapo_ops.launch.steps import Steps
+    from dapo_ops.manifest import load_manifest
+
+    out = Output(as_json)
+    require_positive(nodes=nodes)
+    spec, manifest, inv = load_spec(job_file), load_manifest(), load_inventory(inventory)
+    options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only)
+    record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
+    if record.state == "rehearsed":
+        out.info(f"[green]{record.run_id}[/green]: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
+                 "nothing submitted")
+    else:
+        out.info(f"[green]{record.run_id}[/green]: submitted as {record.submission_id} on {record.head}; follow it "
+                 f"with `dapo-ops logs {record.run_id} --follow`")
+    out.document(as_dict(record))
+
+
+@click.command()
+@click.argument("run", required=False)
+@inventory_option
+@json_option
+def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
+    """The state of a run (default: the latest), asking Ray on the head."""
+    from dapo_ops.launch import cluster
+    from dapo_ops.launch.records import needs_ray_status, reconcile
+    from dapo_ops.layout import node_layout
+
+    out = Output(as_json)
+    record, _, head = run_context(run, inventory)
+    job = None
+    if needs_ray_status(record):
+        job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
+        reconcile(record, job)
+    out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
+             (f" — {record.reason}" if record.reason else ""))
+    out.document(dict(as_dict(record), ray_job_status=job))
+    if record.state == "failed":
+        raise DapoError(f"run {record.run_id} failed: {record.reason}")
+
+
+@click.command()
+@click.argument("run")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the job ends.")
+@inventory_option
+def logs(run: str, follow: bool, inventory: Path | None) -> None:
+    """The driver log of a run's job."""
+    from dapo_ops.launch import cluster
+    from dapo_ops.layout import node_layout
+
+    record, _, head = run_context(run, inventory)
+    if not record.submission_id:
+        raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
+    cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.submission_id, follow, sys.stdout)
+
+
+@click.command()
+@click.argument("run")
+@inventory_option
+@json_option
+def stop(run: str, inventory: Path | None, as_json: bool) -> None:
+    """Stop a run's job, stop Ray on its nodes, release the cluster lock."""
+    from dapo_ops.launch.launch import stop as stop_run
+
+    out = Output(as_json)
+    record, inv, _ = run_context(run, inventory)
+    record = stop_run(record, inv, say=out.note)
+    out.info(f"{record.run_id}: {record.state}")
+    out.document(as_dict(record))
+
+
+@click.command()
+@json_option
+def runs(as_json: bool) -> None:
+    """The runs this controller launched."""
+    from dapo_ops.launch.records import all_runs
+
+    out = Output(as_json)
+    records = all_runs()
+    out.table(runs_table([(r.state, r.run_id, ",".join(r.nodes), r.reason or "") for r in records],
+                         out.console.width))
+    out.document([as_dict(r) for r in records])
+
+
+def runs_table(rows: list[tuple[str, str, str, str]], width: int) -> Table:
+    table = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1))
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    for index, name in enumerate(("state", "run", "nodes")):  # never shortened: the reason gives way
+        table.add_column(name, no_wrap=True, min_width=max(widths[index], len(name)))
+    # what is left of the line (rich drops no_wrap columns that do not fit); `runs --json` has the whole reason
+    left = width - sum(max(w, 5) for w in widths) - 4 * 2 - 2
+    table.add_column("reason", no_wrap=True, overflow="ellipsis", max_width=max(left, 6))
+    for row in rows:
+        table.add_row(*row)
+    return table

@@ -1,0 +1,142 @@
+"""`dapo-ops stack lock` and `dapo-ops stack wheelhouse`: the nodes' locked Python stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from dapo_ops.cli.options import json_option
+from dapo_ops.cli.output import Output, err_console, print_error
+from dapo_ops.errors import DapoError, UsageError
+
+
+@click.group()
+def stack() -> None:
+    """The nodes' locked Python stack (stack/lock, named by the manifest's `lock:`)."""
+
+
+def _unverified_notes(items: tuple[str, ...]) -> dict[str, str]:
+    notes = {}
+    for item in items:
+        key, sep, how = item.partition("=")
+        if not sep or not how.strip():
+            raise UsageError(f"--unverified {item!r}: expected SOURCE=HOW")
+        notes[key] = how.strip()
+    return notes
+
+
+@stack.command("lock")
+@click.option("--sources", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory with checkouts of vLLM, vllm-ascend and verl at their pinned commits (sources.*.dir): "
+                   "re-record the layer requirements from them first.")
+@click.option("--platform", "platforms", multiple=True, metavar="NAME",
+              help="Node platform to resolve (repeatable; default: every platform in force).")
+@click.option("--check", "check_only", is_flag=True,
+              help="Offline: prove the lock, the manifest and the recorded layer requirements agree (no uv call).")
+@click.option("--upgrade", is_flag=True, help="Resolve afresh instead of keeping the locked versions that still fit.")
+@click.option("--unverified", multiple=True, metavar="SOURCE=HOW",
+              help="Record a layer from a directory that is not a git checkout (its commit cannot be verified); "
+                   "HOW says where the file came from and is written in the recorded header.")
+@click.option("--lock-dir", type=click.Path(file_okay=False, path_type=Path), help="Lock directory (default: lock.dir).")
+@click.option("--manifest", "manifest_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Stack manifest (default: stack/manifest.yml).")
+def stack_lock(sources: Path | None, platforms: tuple[str, ...], check_only: bool, upgrade: bool,
+               unverified: tuple[str, ...], lock_dir: Path | None, manifest_path: Path | None) -> None:
+    """Regenerate the lock with uv and show what changed, or --check it offline."""
+    from dapo_ops.manifest import load_manifest
+    from dapo_ops.stack import lockgen
+
+    out = Output(False)
+    manifest = load_manifest(manifest_path)
+    directory = lockgen.lock_dir(manifest, lock_dir)
+    if check_only:
+        if sources or platforms or upgrade or unverified:
+            raise UsageError("--check takes no --sources, --platform, --upgrade or --unverified")
+        _check(out, manifest, directory)
+        return
+    unknown = [p for p in platforms if p not in manifest.lock.platforms]
+    if unknown:
+        raise UsageError(f"--platform {unknown[0]}: the manifest's lock has {', '.join(manifest.lock.platforms)}")
+    notes = _unverified_notes(unverified)
+    if notes and not sources:
+        raise UsageError("--unverified needs --sources")
+    directory.mkdir(parents=True, exist_ok=True)
+    out.info(f"wrote {lockgen.write_direct(manifest, directory)}")
+    if sources:
+        for path in lockgen.record_layers(manifest, sources, directory, notes):
+            out.info(f"recorded {path}")
+    chosen = list(platforms) or [p.name for p in manifest.lock.platforms.values() if p.in_force]
+    for name in chosen:
+        title, rows, not_in_force = lockgen.lock_platform(manifest, directory, name, upgrade)
+        table = Table(title=f"{title}, {len(rows)} change(s)", box=box.SIMPLE_HEAD)
+        for column in ("change", "package", "was", "now"):
+            table.add_column(column, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        out.console.print(table)
+        if not_in_force is not None:
+            out.info(f"{name}: the manifest does not put this lock in force yet ({not_in_force})")
+
+
+def _check(out: Output, manifest, directory: Path) -> None:
+    from dapo_ops.stack import lockgen
+
+    report = lockgen.check(manifest, directory)
+    for note in report.notes:
+        out.info(f"[dim]note: {note}[/dim]")
+    for problem in report.problems:
+        print_error(problem)
+    if not report.ok:
+        raise DapoError(f"the lock disagrees in {len(report.problems)} place(s)")
+    in_force = [p.file for p in manifest.lock.platforms.values() if p.in_force]
+    out.info(f"lock ok: {', '.join(in_force)} {'agrees' if len(in_force) == 1 else 'agree'} with the manifest and "
+             "the layer requirements")
+
+
+@stack.command("wheelhouse")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--platform", "arch", type=click.Choice(["aarch64", "x86_64"]), default="aarch64", show_default=True,
+              help="Node platform: its manylinux wheels for the manifest's python.version.")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Lock file (default: the manifest's lock for the platform).")
+@click.option("--only", multiple=True, metavar="NAME", help="Only this locked package (repeatable).")
+@json_option
+def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: tuple[str, ...], as_json: bool) -> None:
+    """Download every locked file for a node platform, sha256-checked, into DIR/files with a PEP 503 index in
+    DIR/simple (serve DIR over HTTP, or use file://DIR/simple, as dapo_pip_index_url). Twice downloads nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dapo_ops.manifest import load_manifest
+    from dapo_ops.paths import PROJECT_ROOT
+    from dapo_ops.stack import wheelhouse as wh
+
+    out = Output(as_json)
+    manifest = load_manifest()
+    spec = manifest.lock.platforms.get(arch) if manifest.lock else None
+    if lock_path is None:
+        if spec is None:
+            raise UsageError(f"the manifest names no lock for {arch}; give --lock FILE")
+        lock_path = PROJECT_ROOT / manifest.lock.dir / spec.file
+    if spec is not None and not spec.in_force:
+        out.warning(f"the {arch} lock is not in force ({spec.reason or ''})")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
+        task = bar.add_task("checking", total=None)
+        summary = wh.build(directory, lock_path, arch, manifest.python_version, only,
+                           progress=lambda label, done, total: bar.update(task, description=label, completed=done,
+                                                                           total=total),
+                           glibc=wh.glibc_max(spec.python_platform if spec else None),
+                           index_url=manifest.lock.index_url if manifest.lock else None,
+                           extra_index_urls=spec.extra_index_urls if spec else ())
+    for warning in summary.warnings:
+        out.warning(warning)
+    for name in summary.replaced:
+        out.info(f"replaced {escape(name)}: its sha256 is not the lock's")
+    out.info(f"{escape(str(directory))}: {summary.files} files, {wh.human_size(summary.bytes)} "
+             f"({len(summary.downloaded)} downloaded, {summary.kept} of {summary.packages} packages already there); "
+             f"index {escape(str(directory / 'simple'))}")
+    out.document(summary.as_dict())

@@ -1,0 +1,114 @@
+"""`dapo-ops sim`: the simulated fleet's command group, kept out of the product's command modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from dapo_ops.cli.options import job_file_argument, json_option
+from dapo_ops.cli.output import Output
+from dapo_ops.errors import DapoError
+
+
+@click.group()
+def sim() -> None:
+    """The simulated Ascend fleet (network namespaces + sshd + emulated npu-smi/hccn_tool/installers)."""
+
+
+@sim.command("up")
+@click.option("--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("--npus-per-node", type=int, default=16, show_default=True,
+              help="NPUs on each node: 8 models an Atlas 800T A2, 16 an Atlas 200T A2 Box16.")
+@click.option("--fault", "faults", multiple=True, metavar="SPEC",
+              help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-ops sim faults`).")
+@click.option("--provisioned", is_flag=True, help="Start every node with the pinned HDK and CANN installed.")
+@json_option
+def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, as_json: bool) -> None:
+    """Bring the simulated fleet up (idempotent)."""
+    from dapo_ops.sim.fleet import FleetSpec, SimFleet
+
+    out = Output(as_json)
+    spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned)
+    SimFleet.validate_spec(spec)
+    fleet = SimFleet(log=out.note)
+    state = fleet.up(spec)
+    status = fleet.status()
+    _print_status(out, status)
+    if state.up_seconds is not None:
+        out.info(f"up in {state.up_seconds:.1f} s; inventory {status['inventory']}")
+    out.document(status)
+
+
+@sim.command("status")
+@json_option
+def sim_status(as_json: bool) -> None:
+    """Show the simulated fleet; exit 1 when it is not (fully) up."""
+    from dapo_ops.sim.fleet import SimFleet
+
+    out = Output(as_json)
+    status = SimFleet().status()
+    _print_status(out, status)
+    out.document(status)
+    if not status["up"]:
+        raise DapoError("the simulated fleet is not up" + (
+            f" (leftovers: {status['leftovers']}; run `dapo-ops sim down`)" if status.get("leftovers") else ""))
+
+
+@sim.command("down")
+@json_option
+def sim_down(as_json: bool) -> None:
+    """Tear the simulated fleet down, leaving no namespace, mount, process or link behind."""
+    from dapo_ops.sim.fleet import SimFleet
+
+    out = Output(as_json)
+    removed = SimFleet().down()
+    out.info(f"removed {len(removed['netns'])} namespace(s), {len(removed['links'])} link(s), "
+             f"{len(removed['processes'])} process(es)")
+    out.document(removed)
+
+
+@sim.command("stage")
+@job_file_argument
+@click.option("--skip", multiple=True, metavar="NODE", help="Leave this node without the files (repeatable).")
+def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
+    """Put a job's model config.json and (placeholder) parquet files under /data on the simulated nodes."""
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.sim.fleet import SimFleet
+    from dapo_ops.sim.stage import job_files
+
+    files = job_files(load_spec(job_file))
+    staged = SimFleet().stage(files, tuple(skip))
+    Output(False).info(f"staged {len(files)} file(s) on {', '.join(staged) or 'no node'}")
+
+
+@sim.command("faults")
+def sim_faults() -> None:
+    """List the fault knobs."""
+    from dapo_ops.sim.hwmodel import NODE_KNOBS, NPU_KNOBS
+
+    table = Table(title="fault knobs: --fault NODE[.npuK]:KNOB[=VALUE]")
+    for column in ("scope", "knob", "meaning"):
+        table.add_column(column)
+    for scope, knobs in (("node", NODE_KNOBS), ("npu", NPU_KNOBS)):
+        for knob, meaning in knobs.items():
+            table.add_row(scope, knob, meaning)
+    Output(False).table(table)
+
+
+def _print_status(out: Output, status: dict) -> None:
+    if not status.get("nodes"):
+        out.info("no simulated fleet is up")
+        return
+    from dapo_ops.sim.hwmodel import product_name
+
+    npus = (status.get("spec") or {}).get("npus_per_node")
+    kind = f"{npus} NPU per node ({product_name(npus)}), " if npus else ""
+    table = Table(title=f"simulated fleet — {kind}mirror {status['mirror']['url']}")
+    for column in ("node", "address", "training network", "namespace", "sshd"):
+        table.add_column(column)
+    for node in status["nodes"]:
+        ok = "[green]up[/green]" if node["sshd"] else "[red]down[/red]"
+        table.add_row(node["name"], node["ip"], f"{node.get('data_nic')} {node.get('data_ip')}", node["netns"], ok)
+    out.console.print(table)
