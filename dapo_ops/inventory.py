@@ -1,15 +1,14 @@
-"""Read an Ansible inventory the way Ansible does (`ansible-inventory --list`) into typed hosts."""
+"""Read an Ansible inventory the way Ansible does (its inventory API, as `ansible-inventory --list`) into typed
+hosts."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.paths import SIM_INVENTORY_DIR
@@ -50,30 +49,59 @@ class Inventory:
         return Inventory(self.source, tuple(h for h in self.hosts if h.name in names))
 
 
-def _ansible_inventory_command() -> list[str]:
-    candidate = Path(sys.executable).with_name("ansible-inventory")
-    if candidate.exists():
-        return [str(candidate)]
-    found = shutil.which("ansible-inventory")
-    if not found:
-        raise InventoryError("ansible-inventory is not installed (pip install dapo-ops installs ansible-core)")
-    return [found]
+_plugins_ready = False
 
 
 def load_raw(source: Path) -> dict:
+    """What `ansible-inventory -i SOURCE --list` prints, read in-process with Ansible's own inventory API (its
+    groups, hosts and flattened host variables), from a cache while no file of a static inventory changed."""
     if not source.exists():
         hint = " (run `dapo-ops sim up` first)" if source.resolve() == SIM_INVENTORY_DIR.resolve() else ""
         raise InventoryError(f"inventory {source} does not exist{hint}")
-    env = dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_WARNING="False", ANSIBLE_LOCALHOST_WARNING="False")
-    result = subprocess.run([*_ansible_inventory_command(), "-i", str(source), "--list"], capture_output=True,
-                            text=True, env=env, timeout=120)
-    if result.returncode != 0:
-        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        raise InventoryError(f"inventory {source} is not usable: {lines[-1] if lines else 'ansible-inventory failed'}")
+    key = inventory_cache.cache_key(source)
+    raw = inventory_cache.read(key) if key else None
+    if raw is None:
+        raw = _ansible_list(source)
+        if key:
+            inventory_cache.write(key, raw)
+    return raw
+
+
+def _ansible_list(source: Path) -> dict:
+    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+    os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
+    from ansible import constants
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.plugins.vars import host_group_vars
+    from ansible.vars.manager import VariableManager
+
+    global _plugins_ready
     try:
-        return json.loads(result.stdout)
-    except ValueError:
-        raise InventoryError(f"inventory {source}: ansible-inventory printed no JSON") from None
+        if not _plugins_ready:  # once per process: Ansible warns when its collection finder is set up twice
+            init_plugin_loader()
+            _plugins_ready = True
+        # group_vars/host_vars listings are cached per process; a second read in one process must see new files
+        host_group_vars.FOUND.clear()
+        host_group_vars.NAK.clear()
+        loader = DataLoader()
+        inventory = InventoryManager(loader=loader, sources=[str(source)])
+        variables = VariableManager(loader=loader, inventory=inventory)
+        raw: dict = {group.name: {"hosts": [h.name for h in group.hosts],
+                                  "children": [c.name for c in group.child_groups]}
+                     for group in inventory.groups.values()}
+        hostvars = {}
+        for host in inventory.get_hosts("all"):
+            found = variables.get_vars(host=host, include_hostvars=False, stage="all")
+            hostvars[host.name] = {k: v for k, v in found.items() if k not in constants.INTERNAL_STATIC_VARS}
+    except AnsibleError as exc:
+        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+        raise InventoryError(f"inventory {source} is not usable: {lines[0] if lines else type(exc).__name__}") from None
+    raw["_meta"] = {"hostvars": hostvars}
+    # plain JSON types, as ansible-inventory prints them (Ansible tags its strings and numbers)
+    return json.loads(json.dumps(raw, default=str))
 
 
 def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inventory:

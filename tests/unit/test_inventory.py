@@ -48,3 +48,43 @@ node2                      : ok=12   changed=3    unreachable=0    failed=1    s
     assert recap["node1"]["changed"] == 0 and recap["node1"]["ok"] == 66
     assert recap["node2"]["failed"] == 1 and recap["node2"]["changed"] == 3
     assert parse_recap("no recap here") == {}
+
+
+HOSTS = """npu_nodes:
+  hosts:
+    node1: {{ansible_host: 10.0.0.1, npus_per_node: {npus}}}
+"""
+
+
+def test_a_static_inventory_is_cached_until_a_file_changes(tmp_path, monkeypatch):
+    from dapo_ops import inventory_cache
+
+    monkeypatch.setattr(inventory_cache, "CACHE_DIR", tmp_path / "cache")
+    source = tmp_path / "inv"
+    source.mkdir()
+    (source / "hosts.yml").write_text(HOSTS.format(npus=8))
+    assert load_inventory(source).hosts[0].vars["npus_per_node"] == 8
+    cached = list((tmp_path / "cache").glob("*.json"))
+    assert len(cached) == 1 and cached[0].stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+    (source / "group_vars").mkdir()
+    (source / "group_vars" / "all.yml").write_text("dapo_hccl_ifname: eth9\n")
+    assert load_inventory(source).hosts[0].vars["dapo_hccl_ifname"] == "eth9"
+    (source / "hosts.yml").write_text(HOSTS.format(npus=16))
+    assert load_inventory(source).hosts[0].vars["npus_per_node"] == 16
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 3
+
+
+def test_dynamic_inventories_are_never_cached(tmp_path):
+    from dapo_ops.inventory_cache import cache_key
+
+    plugin = tmp_path / "aws_ec2.yml"
+    plugin.write_text("plugin: amazon.aws.aws_ec2\nregions: [eu-west-1]\n")
+    assert cache_key(plugin) is None
+    script = tmp_path / "inventory.py"
+    script.write_text("#!/bin/sh\necho '{}'\n")
+    script.chmod(0o755)
+    assert cache_key(tmp_path) is None
+    script.chmod(0o644)
+    plugin.unlink()
+    assert cache_key(tmp_path) is not None
