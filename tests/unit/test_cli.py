@@ -3,10 +3,11 @@ import sys
 
 import pytest
 
+from tests.cli_runner import run_cli
 from dapo_ops.cli import main
 
 
-def run_cli(*args):
+def run_cli_process(*args):
     return subprocess.run([sys.executable, "-m", "dapo_ops.cli", *args], capture_output=True, text=True, timeout=60)
 
 
@@ -29,3 +30,9 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 def test_version_and_help():
     assert main(["--version"]) == 0
     assert main(["sim", "--help"]) == 0
+
+
+def test_python_dash_m_runs_the_same_cli_with_the_same_exit_codes():
+    bad = run_cli_process("validate", "/nonexistent/job.yaml")
+    assert bad.returncode == 2 and bad.stderr.startswith("dapo-ops: ") and "Traceback" not in bad.stderr
+    assert run_cli_process("--version").stdout.startswith("dapo-ops, version ")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli_runner import run_cli
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.overrides import hydra_value, overrides
 from dapo_ops.job.placement import place
@@ -34,9 +35,7 @@ def shellcheck_available() -> bool:
     return found
 
 
-def cli(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "dapo_ops.cli", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd, env=env)
+cli = run_cli
 
 
 def seed() -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli_runner import run_cli
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.nic import inventory_address, parse_ipv4
 from dapo_ops.fleet.ssh import HostSpec
@@ -43,8 +44,7 @@ def host(name: str, npus=16, **extra) -> HostSpec:
                     vars={"npus_per_node": npus, "dapo_hccl_ifname": "eth1", **extra})
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "dapo_ops.cli", *args], capture_output=True, text=True, timeout=120)
+cli = run_cli
 
 
 def test_the_shipped_job_pins_no_npu_count():

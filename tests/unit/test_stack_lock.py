@@ -11,6 +11,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from tests.cli_runner import run_cli
 from dapo_ops.errors import ManifestError, UsageError
 from dapo_ops.manifest import load_manifest, parse_manifest
 from dapo_ops.paths import PROJECT_ROOT, STACK_MANIFEST
@@ -169,10 +170,10 @@ def test_recorded_layers_name_the_pinned_sources(manifest):
 
 
 def run_check(lock_dir, manifest_path=None):
-    args = [sys.executable, "-m", "dapo_ops.cli", "stack", "lock", "--check", "--lock-dir", str(lock_dir)]
+    args = ["stack", "lock", "--check", "--lock-dir", str(lock_dir)]
     if manifest_path:
         args += ["--manifest", str(manifest_path)]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+    return run_cli(*args)
 
 
 @pytest.fixture
@@ -293,8 +294,7 @@ def test_markers_are_evaluated_for_the_platform(lock_copy, manifest):
     (["--unverified", "vllm"], "expected SOURCE=HOW"),
 ])
 def test_lock_usage_errors_exit_2(args, needle):
-    result = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "stack", "lock", *args], capture_output=True,
-                            text=True, timeout=60)
+    result = run_cli("stack", "lock", *args)
     assert result.returncode == 2, result.stderr
     assert needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
