@@ -12,10 +12,8 @@ Bundle layout (also for outputs collected by other means, e.g. a site without SS
 from __future__ import annotations
 
 import json
-import queue
 import re
 import shlex
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 from dapo_ops.audit.fact import Fact, NodeContext, all_facts
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import UsageError
-from dapo_ops.fleet.ssh import HostSpec, run_on
+from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.layout import node_layout
 
 BUNDLE_SCHEMA = "dapo-ops/audit-bundle/v1"
@@ -80,7 +78,7 @@ def collect_host(host: HostSpec, npus: int, install_path: str, timeout: float) -
     result = run_on(host, script, timeout=timeout)
     raw = HostRaw(host.name, npus, seconds=time.monotonic() - started,
                   lock=str(host.vars.get("dapo_stack_lock") or "") or None)
-    if result.error is not None:
+    if result.failure is not None:
         raw.unreachable = result.error
         return raw
     raw.outputs = split_sections(result.stdout)
@@ -94,29 +92,15 @@ def collect(hosts: list[HostSpec], npus_of, install_path: str, timeout: float, m
     """Collect from every host in parallel (at most max_workers at once). Returns (results in host order,
     interrupted?). On Ctrl-C the hosts not yet done are reported as not collected and the results so far are
     returned at once: the workers are daemon threads, so a host stuck in its connect cannot hold the exit."""
-    results: dict[str, HostRaw] = {}
-    done: queue.Queue = queue.Queue()
-    slots = threading.BoundedSemaphore(max(1, max_workers))
+    def work(host: HostSpec) -> HostRaw:
+        try:
+            return collect_host(host, npus_of(host), install_path, timeout)
+        except Exception as exc:  # a bug or an SSH library error must not lose the other hosts
+            return HostRaw(host.name, npus_of(host), unreachable=f"collection failed: {exc}")
 
-    def work(host: HostSpec) -> None:
-        with slots:
-            try:
-                raw = collect_host(host, npus_of(host), install_path, timeout)
-            except Exception as exc:  # a bug or an SSH library error must not lose the other hosts
-                raw = HostRaw(host.name, npus_of(host), unreachable=f"collection failed: {exc}")
-        done.put(raw)
-
-    for host in hosts:
-        threading.Thread(target=work, args=(host,), name=f"audit-{host.name}", daemon=True).start()
-    interrupted = False
-    try:
-        while len(results) < len(hosts):
-            raw = done.get()
-            results[raw.host] = raw
-            if on_done:
-                on_done(raw)
-    except KeyboardInterrupt:
-        interrupted = True
+    done = fan_out(hosts, work, max_workers=max_workers, partial_on_interrupt=True,
+                   on_done=(lambda name, raw: on_done(raw)) if on_done else None)
+    results, interrupted = done.results, done.interrupted
     ordered = []
     for host in hosts:
         ordered.append(results.get(host.name) or HostRaw(host.name, npus_of(host), unreachable="not collected (interrupted)"))

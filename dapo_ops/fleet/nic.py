@@ -11,10 +11,9 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 
 from dapo_ops.errors import DapoError, InventoryError
-from dapo_ops.fleet.ssh import HostSpec, run_on
+from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 
 NIC_VAR = "dapo_hccl_ifname"
 IP_VAR = "dapo_hccl_ip"
@@ -61,7 +60,7 @@ def read_addresses(hosts: list[HostSpec], timeout: float = 30) -> dict[str, str]
         if given is not None:
             return host.name, given, None
         result = run_on(host, address_command(nic), timeout=timeout)
-        if result.error:
+        if result.failure is not None:
             return host.name, None, f"{host.name}: cannot read {nic}'s address: {result.error}"
         found = parse_ipv4(result.stdout)
         if result.exit_code != 0 or not found:
@@ -70,8 +69,7 @@ def read_addresses(hosts: list[HostSpec], timeout: float = 30) -> dict[str, str]
             raise InventoryError(f"{host.name}: {NIC_VAR} {nic}: {reason} (name the NIC HCCL uses, or set {IP_VAR})")
         return host.name, found[0], None
 
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        results = list(pool.map(one, hosts))
+    results = list(fan_out(hosts, one).results.values())
     unreachable = [error for _, _, error in results if error]
     if unreachable:
         raise DapoError("; ".join(unreachable))

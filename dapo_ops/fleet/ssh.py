@@ -7,16 +7,22 @@ host key is refused. Every command has a timeout; many hosts run in a bounded th
 
 from __future__ import annotations
 
+import enum
+import queue
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Generic, TypeVar
 
 import paramiko
 from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
-from dapo_ops.errors import SSHError
+from dapo_ops.errors import DapoError, SSHError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,16 +37,37 @@ class HostSpec:
     vars: dict = field(default_factory=dict, compare=False, hash=False)
 
 
+class Failure(enum.Enum):
+    """Why a command has no exit code, decided where the exception is caught (never by matching messages)."""
+
+    UNREACHABLE = "unreachable"          # no connection: network, host key, authentication
+    TIMED_OUT = "timed out"              # the command outlived its timeout (it may still run on the node)
+    CONNECTION_LOST = "connection lost"  # the connection dropped while the command ran
+
+
 @dataclass(frozen=True)
 class CommandResult:
+    """One command on one host. Either it ran (failure is None, exit_code set) or it did not (failure and error
+    say why). Callers that need it to have worked call raise_for()."""
+
     host: str
     command: str
-    ok: bool
     exit_code: int | None
     stdout: str
     stderr: str
     seconds: float
-    error: str | None = None  # set when the host could not be reached or the command timed out
+    failure: Failure | None = None
+    error: str | None = None
+
+    def raise_for(self, step: str, error: type[DapoError] = SSHError) -> str:
+        """The command's stdout, or `error` naming the step, the host and why: no answer, or a non-zero exit with
+        the last lines it printed."""
+        if self.failure is not None:
+            raise error(f"{step} on {self.host}: {self.error}")
+        if self.exit_code != 0:
+            tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-3:]
+            raise error(f"{step} on {self.host} failed (exit {self.exit_code}): {' | '.join(tail)}")
+        return self.stdout
 
 
 def connect(host: HostSpec) -> Connection:
@@ -79,13 +106,12 @@ def run(conn: Connection, host: HostSpec, command: str, timeout: float) -> Comma
     try:
         result = conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
     except CommandTimedOut:
-        return CommandResult(host.name, command, False, None, "", "", time.monotonic() - started,
+        return CommandResult(host.name, command, None, "", "", time.monotonic() - started, Failure.TIMED_OUT,
                              f"timed out after {timeout:.0f} s")
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        return CommandResult(host.name, command, False, None, "", "", time.monotonic() - started,
+        return CommandResult(host.name, command, None, "", "", time.monotonic() - started, Failure.CONNECTION_LOST,
                              f"connection lost: {exc}")
-    return CommandResult(host.name, command, result.exited == 0, result.exited, result.stdout, result.stderr,
-                         time.monotonic() - started)
+    return CommandResult(host.name, command, result.exited, result.stdout, result.stderr, time.monotonic() - started)
 
 
 def run_on(host: HostSpec, command: str, timeout: float = 60) -> CommandResult:
@@ -94,8 +120,56 @@ def run_on(host: HostSpec, command: str, timeout: float = 60) -> CommandResult:
     try:
         conn = connect(host)
     except SSHError as exc:
-        return CommandResult(host.name, command, False, None, "", "", time.monotonic() - started, str(exc))
+        return CommandResult(host.name, command, None, "", "", time.monotonic() - started, Failure.UNREACHABLE, str(exc))
     try:
         return run(conn, host, command, timeout)
     finally:
         conn.close()
+
+
+@dataclass(frozen=True)
+class FanOut(Generic[T]):
+    results: dict[str, T]      # host name -> what the work returned, in host order; a host not done is missing
+    interrupted: bool = False  # Ctrl-C came first (only when asked for partial results)
+
+
+def fan_out(hosts: list[HostSpec], work: Callable[[HostSpec], T], *, max_workers: int = 32,
+            deadline: float | None = None, on_done: Callable[[str, T], None] | None = None,
+            partial_on_interrupt: bool = False) -> FanOut[T]:
+    """work(host) for every host at once (at most max_workers at a time), on daemon threads: a host stuck in its
+    connect cannot hold the caller. Returns when every host is done or the monotonic deadline passed. An exception
+    from work is raised here at once (the other hosts' threads are left to finish on their own); so is Ctrl-C,
+    unless partial_on_interrupt, which returns what was done so far."""
+    done: queue.Queue = queue.Queue()
+    slots = threading.BoundedSemaphore(max(1, max_workers))
+
+    def run(host: HostSpec) -> None:
+        with slots:
+            try:
+                done.put((host.name, work(host), None))
+            except BaseException as exc:  # handed to the caller's thread
+                done.put((host.name, None, exc))
+
+    for host in hosts:
+        threading.Thread(target=run, args=(host,), name=f"fan-out-{host.name}", daemon=True).start()
+    got: dict[str, T] = {}
+    interrupted = False
+    try:
+        while len(got) < len(hosts):
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                break
+            try:
+                name, value, exc = done.get(timeout=wait)
+            except queue.Empty:
+                break
+            if exc is not None:
+                raise exc
+            got[name] = value
+            if on_done is not None:
+                on_done(name, value)
+    except KeyboardInterrupt:
+        if not partial_on_interrupt:
+            raise
+        interrupted = True
+    return FanOut({h.name: got[h.name] for h in hosts if h.name in got}, interrupted)

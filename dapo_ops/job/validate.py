@@ -67,7 +67,7 @@ def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSour
     verl = manifest.source("verl")
     remote = f"{node_layout(head.vars).src_root}/{verl.dir}/{verl.extra['recipe_config']}"
     result = run_on(head, f"cat {shlex.quote(remote)}", timeout=30)
-    if result.error:
+    if result.failure is not None:
         raise SSHError(result.error)
     if result.exit_code != 0:
         raise SpecError(f"{head.name} has no {remote} (provision the verl layer first): {result.stderr.strip()}")

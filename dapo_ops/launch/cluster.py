@@ -11,12 +11,11 @@ import shlex
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import HostSpec, connect, run_on
+from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
 from dapo_ops.job.render import RAY_PROCESS_PATTERN
 
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
@@ -51,15 +50,6 @@ class Lock:
         return f"run {self.run_id} (launched from {self.controller}, pid {self.pid}, at {self.created})"
 
 
-def _check(result, step: str, host: str) -> str:
-    if result.error:
-        raise LaunchError(f"{step} on {host}: {result.error}")
-    if result.exit_code != 0:
-        tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
-        raise LaunchError(f"{step} on {host} failed (exit {result.exit_code}): {' | '.join(tail)}")
-    return result.stdout
-
-
 class ClusterLocked(LaunchError):
     """The head's cluster lock is held by another run."""
 
@@ -75,7 +65,7 @@ def acquire_lock(head: HostSpec, run_id: str) -> None:
     result = run_on(head, f"mkdir -p {shlex.quote(LOCK_FILE.rsplit('/', 1)[0])} && "
                           f"(set -C; printf '%s\\n' {payload} > {LOCK_FILE}) 2>/dev/null || "
                           f"{{ cat {LOCK_FILE}; exit 3; }}", timeout=30)
-    if result.error:
+    if result.failure is not None:
         raise LaunchError(f"cluster lock on {head.name}: {result.error}")
     if result.exit_code == 0:
         return
@@ -93,7 +83,7 @@ def release_lock(head: HostSpec, run_id: str) -> None:
 
 
 def break_lock(head: HostSpec) -> None:
-    _check(run_on(head, f"rm -f {LOCK_FILE}", timeout=30), "breaking the cluster lock", head.name)
+    run_on(head, f"rm -f {LOCK_FILE}", timeout=30).raise_for("breaking the cluster lock", LaunchError)
 
 
 def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: dict[str, str] | None = None) -> None:
@@ -139,15 +129,14 @@ def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, on
             scripts = shlex.quote(_unmatchable_by_itself(f"{starters_of}/ray-start.sh"))
             starts = shlex.quote(_unmatchable_by_itself(f"{ray[host.name]} start"))
             command = f"pkill -f -- {scripts}; pkill -f -- {starts}; {command}"
-        result = run_on(host, command, timeout=timeout)
-        return host.name, result.error
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        return dict(pool.map(stop, hosts))
+        return run_on(host, command, timeout=timeout).error
+    return fan_out(hosts, stop).results
 
 
 def start_head(head: HostSpec, node_dir: str, timeout: float) -> None:
-    _check(run_on(head, f"timeout {int(timeout)} bash {shlex.quote(node_dir + '/ray-start.sh')}", timeout=timeout + 15),
-           "starting the Ray head", head.name)
+    result = run_on(head, f"timeout {int(timeout)} bash {shlex.quote(node_dir + '/ray-start.sh')}",
+                    timeout=timeout + 15)
+    result.raise_for("starting the Ray head", LaunchError)
 
 
 def start_worker(host: HostSpec, node_dir: str, attempt_timeout: float, deadline: float, cancelled: threading.Event,
@@ -164,14 +153,14 @@ def start_worker(host: HostSpec, node_dir: str, attempt_timeout: float, deadline
                       timeout=remaining)
         if last.error is None and last.exit_code == 0:
             return None
-        if last.error and last.error.startswith("timed out"):
+        if last.failure is Failure.TIMED_OUT:
             break
         if attempt + 1 < attempts:
             time.sleep(2)
     if last is None:
         return f"starting the Ray worker on {host.name}: no time left before the deadline"
     try:
-        _check(last, "starting the Ray worker", host.name)
+        last.raise_for("starting the Ray worker", LaunchError)
     except LaunchError as exc:
         return str(exc)
     return None
@@ -185,20 +174,24 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
     has head_timeout; one worker attempt (the wait for the head, then `ray start`) has worker_timeout."""
     deadline = time.monotonic() + head_timeout
     cancelled = threading.Event()
-    errors: dict[str, str | None] = {}
-    threads = [threading.Thread(target=lambda w=w: errors.__setitem__(
-        w.name, start_worker(w, node_dir, worker_timeout, deadline, cancelled)), daemon=True) for w in workers]
-    for thread in threads:
-        thread.start()
+
+    def start(host: HostSpec) -> str | None:
+        if host is not head:
+            return start_worker(host, node_dir, worker_timeout, deadline, cancelled)
+        try:
+            start_head(head, node_dir, head_timeout)
+        except BaseException:
+            cancelled.set()
+            raise
+        return None
+
     try:
-        start_head(head, node_dir, head_timeout)
-    except BaseException:
+        started = fan_out([head, *workers], start, deadline=deadline + 15).results
+    finally:
         cancelled.set()
-        raise
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    cancelled.set()
-    failed = [errors.get(w.name, f"starting the Ray worker on {w.name}: no answer before the deadline")
+    if head.name not in started:
+        raise LaunchError(f"starting the Ray head on {head.name}: no answer before the deadline")
+    failed = [started.get(w.name, f"starting the Ray worker on {w.name}: no answer before the deadline")
               for w in workers]
     failed = [e for e in failed if e]
     if failed:
@@ -206,8 +199,8 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
 
 
 def probe(head: HostSpec, python: str, dashboard: str, timeout: float = 30) -> dict:
-    out = _check(run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)}",
-                        timeout=timeout), "asking Ray for its nodes", head.name)
+    result = run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)}", timeout=timeout)
+    out = result.raise_for("asking Ray for its nodes", LaunchError)
     for line in out.splitlines():
         if line.startswith("DAPO-PROBE "):
             return json.loads(line[len("DAPO-PROBE "):])
@@ -268,10 +261,9 @@ def rehearse(head: HostSpec, node_dir: str, python: str, timeout: float, on_line
 
 
 def submit(head: HostSpec, node_dir: str, submission_id: str, timeout: float = 120) -> str:
-    out = _check(run_on(head, f"DAPO_SUBMISSION_ID={shlex.quote(submission_id)} bash "
-                              f"{shlex.quote(node_dir + '/submit.sh')}", timeout=timeout),
-                 "submitting the job", head.name)
-    return out
+    result = run_on(head, f"DAPO_SUBMISSION_ID={shlex.quote(submission_id)} bash "
+                          f"{shlex.quote(node_dir + '/submit.sh')}", timeout=timeout)
+    return result.raise_for("submitting the job", LaunchError)
 
 
 # `ray job status` says "Status for job 'ID': RUNNING" while the job runs, "Job 'ID' succeeded" once it ended
@@ -280,8 +272,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def job_status(head: HostSpec, ray: str, dashboard: str, submission_id: str, timeout: float = 60) -> str:
-    out = _check(run_on(head, f"{shlex.quote(ray)} job status --address={shlex.quote(dashboard)} "
-                              f"{shlex.quote(submission_id)}", timeout=timeout), "asking Ray for the job", head.name)
+    result = run_on(head, f"{shlex.quote(ray)} job status --address={shlex.quote(dashboard)} "
+                          f"{shlex.quote(submission_id)}", timeout=timeout)
+    out = result.raise_for("asking Ray for the job", LaunchError)
     match = _STATUS.search(_ANSI.sub("", out))
     if not match:
         raise LaunchError(f"Ray's job status on {head.name} was not understood: {out.strip()[-200:]}")

@@ -8,14 +8,13 @@ import json
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.fleet.ssh import HostSpec, fan_out
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.npu_env import env_problems
@@ -246,17 +245,16 @@ def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, se
     """Every node's files, in parallel; each node gets only its own (nodes/<name>/...)."""
     by_name = {h.name: h for h in hosts}
 
-    def push(node):
-        prefix = f"nodes/{node.name}/"
+    def push(host: HostSpec) -> str | None:
+        prefix = f"nodes/{host.name}/"
         mine = {rel[len(prefix):]: text for rel, text in files.items() if rel.startswith(prefix)}
         try:
-            cluster.push_files(by_name[node.name], node_dir, mine, secrets)
+            cluster.push_files(host, node_dir, mine, secrets)
         except DapoError as exc:
             return str(exc)
         return None
 
-    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        errors = [e for e in pool.map(push, nodes) if e]
+    errors = [e for e in fan_out([by_name[n.name] for n in nodes], push).results.values() if e]
     if errors:
         raise cluster.LaunchError("; ".join(errors))
 
