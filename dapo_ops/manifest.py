@@ -13,6 +13,7 @@ from dapo_ops.errors import ManifestError
 from dapo_ops.paths import STACK_MANIFEST
 
 ARTIFACT_KEYS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer")
+ASCEND_COMPONENTS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal")  # installed, versioned files
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,14 @@ class Artifact:
     sha256: str
     version_file: str | None
     version_info: dict[str, str]
+    version_key: str | None = None       # which key of version_file holds `version`
+
+    def installed_version(self, info: dict | None) -> str | None:
+        """The installed version, from the parsed version_file (None when the file or the key is missing)."""
+        if not info or self.version_key is None:
+            return None
+        value = info.get(self.version_key)
+        return None if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,13 @@ class StackManifest:
             return self.sources[key]
         except KeyError:
             raise ManifestError(f"stack manifest has no source {key!r}") from None
+
+    def pins(self) -> dict[str, str]:
+        """Component -> the version the audit expects: the Ascend packages (ASCEND_COMPONENTS), then the Python
+        distributions (compare those with stackcheck.version_matches)."""
+        from dapo_ops.stackcheck import pinned_python_packages
+
+        return {key: self.artifact(key).version for key in ASCEND_COMPONENTS} | pinned_python_packages(self)
 
     def pinned_version(self, package: str) -> str:
         """'==X.Y.Z' -> 'X.Y.Z' for exact pins."""
@@ -189,6 +205,7 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
             sha256=sha,
             version_file=item.get("version_file"),
             version_info={str(k): str(v) for k, v in (item.get("version_info") or {}).items()},
+            version_key=_version_key(item, key, source),
         )
     python = _require(data, "python", "")
     sources = {}
@@ -209,6 +226,15 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
         cann_deps={str(k): str(v) for k, v in (python.get("cann_deps") or {}).items()},
         lock=_parse_lock(data["lock"], sources, source) if data.get("lock") is not None else None,
     )
+
+
+def _version_key(item: dict, key: str, source: str) -> str | None:
+    version_key = item.get("version_key")
+    if key in ASCEND_COMPONENTS and not version_key:
+        raise ManifestError(f"{source}: artifacts.{key} has a version_file but no version_key")
+    if version_key is not None and str(version_key) not in (item.get("version_info") or {}):
+        raise ManifestError(f"{source}: artifacts.{key}.version_key {version_key!r} is not a key of its version_info")
+    return None if version_key is None else str(version_key)
 
 
 def load_manifest(path: Path | str | None = None) -> StackManifest:

@@ -15,9 +15,9 @@ from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
 from dapo_ops.errors import ParseError, UsageError
-from dapo_ops.manifest import StackManifest
+from dapo_ops.manifest import ASCEND_COMPONENTS, StackManifest
 from dapo_ops.stack.lock import LockedPackage, LockParseError, normalize_name, parse_lock, platform_environment
-from dapo_ops.stackcheck import pinned_python_packages, python_stack_problems
+from dapo_ops.stackcheck import python_stack_problems
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 # Installed from their source checkouts (editable), never in the lock (manifest lock: comment), and the installer's
@@ -27,6 +27,9 @@ BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
 # `uname -m` / platform.machine() spellings of the lock platforms' names
 MACHINES = {"arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64", "amd64": "x86_64"}
 REPORT_SCHEMA = "dapo-ops/audit/v1"
+# the audit fact that reads each Ascend component's version file
+FACT_OF = {"driver": "driver_version", "firmware": "firmware_version", "cann_toolkit": "toolkit_info",
+           "cann_kernels": "kernels_info", "cann_nnal": "nnal_info"}
 COMPONENTS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "python", "numpy", "torch",
               "torch_npu", "vllm", "vllm_ascend", "verl")
 
@@ -241,35 +244,20 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
     add = report.findings.append
     host = raw.host
 
-    driver = _get(values, "driver_version")
-    firmware = _get(values, "firmware_version")
-    toolkit = _get(values, "toolkit_info")
-    kernels = _get(values, "kernels_info")
-    nnal = _get(values, "nnal_info")
+    parsed = {component: _get(values, FACT_OF[component]) for component in ASCEND_COMPONENTS}
+    driver, firmware, toolkit = parsed["driver"], parsed["firmware"], parsed["cann_toolkit"]
     stack = _get(values, "python_stack")
     packages = (stack or {}).get("packages") or {}
     report.components = {
-        "driver": (driver or {}).get("Version"),
-        "firmware": (firmware or {}).get("Version"),
-        "cann_toolkit": (toolkit or {}).get("version"),
-        "cann_kernels": (kernels or {}).get("version_dir"),
-        "cann_nnal": (nnal or {}).get("Ascend-cann-atb"),
+        **{key: manifest.artifact(key).installed_version(info) for key, info in parsed.items()},
         "python": (stack or {}).get("python"),
         **{name: packages.get(name) for name in ("numpy", "torch", "torch_npu", "vllm", "vllm_ascend", "verl")},
     }
 
-    pins = {
-        "driver": manifest.artifact("driver").version,
-        "firmware": manifest.artifact("firmware").version,
-        "cann_toolkit": manifest.artifact("cann_toolkit").version,
-        "cann_kernels": manifest.artifact("cann_kernels").version,
-        "cann_nnal": manifest.artifact("cann_nnal").version,
-    }
-    for component, pinned in pins.items():
+    for component in ASCEND_COMPONENTS:
+        pinned = manifest.artifact(component).version
         have = report.components[component]
-        fact_key = {"driver": "driver_version", "firmware": "firmware_version", "cann_toolkit": "toolkit_info",
-                    "cann_kernels": "kernels_info", "cann_nnal": "nnal_info"}[component]
-        if values.get(fact_key) is ParseError:
+        if values.get(FACT_OF[component]) is ParseError:
             continue
         if have is None:
             add(Finding(host, None, ERROR, f"{component.replace('_', '-')}-missing", component,
@@ -415,10 +403,7 @@ def majority_findings(reports: list[HostReport], manifest: StackManifest) -> Non
     reachable = [r for r in reports if r.reachable]
     if len(reachable) < 3:
         return
-    pins = {"driver": manifest.artifact("driver").version, "firmware": manifest.artifact("firmware").version,
-            "cann_toolkit": manifest.artifact("cann_toolkit").version,
-            "cann_kernels": manifest.artifact("cann_kernels").version,
-            "cann_nnal": manifest.artifact("cann_nnal").version, **pinned_python_packages(manifest)}
+    pins = manifest.pins()
     for component in COMPONENTS:
         majority = _majority([r.components.get(component) for r in reachable])
         if majority is None:

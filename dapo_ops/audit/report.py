@@ -17,17 +17,9 @@ from dapo_ops.audit.analyze import ERROR, AuditReport
 CLOSURE_CODES = ("dist-off-lock", "dist-missing", "dist-extra")
 CLOSURE_ROWS = 10   # closure findings listed per host in the findings table; --json lists every one
 from dapo_ops.manifest import StackManifest
-from dapo_ops.stackcheck import pinned_python_packages
 
 HEALTH_MARK = {"OK": ("●", "green"), "Warning": ("W", "yellow"), "Alarm": ("A", "red"), "Critical": ("C", "bold red"),
                "UNKNOWN": ("?", "red")}
-
-
-def _pins(manifest: StackManifest) -> dict[str, str]:
-    return {"driver": manifest.artifact("driver").version, "firmware": manifest.artifact("firmware").version,
-            "cann_toolkit": manifest.artifact("cann_toolkit").version,
-            "cann_kernels": manifest.artifact("cann_kernels").version,
-            "cann_nnal": manifest.artifact("cann_nnal").version, **pinned_python_packages(manifest)}
 
 
 SHORT = {"driver": "drv", "firmware": "fw", "cann_toolkit": "cann", "cann_kernels": "kern",
@@ -36,7 +28,7 @@ SHORT = {"driver": "drv", "firmware": "fw", "cann_toolkit": "cann", "cann_kernel
 
 
 def print_report(report: AuditReport, manifest: StackManifest, console: Console) -> None:
-    pins = _pins(manifest)
+    pins = manifest.pins()
     pins["python"] = manifest.python_version
     table = Table(title=f"fleet audit against {manifest.name}", box=box.SIMPLE_HEAD, padding=(0, 0),
                   caption="✓ pinned · ✓* pinned but unlike the majority · red: off the pin or missing")

@@ -88,3 +88,26 @@ def test_no_pinned_version_is_repeated_outside_the_manifest(manifest):
         text = path.read_text(errors="replace")
         offenders += [f"{name}: {v}" for v, pattern in patterns.items() if pattern.search(text)]
     assert not offenders, offenders
+
+
+def test_each_ascend_artifact_names_the_key_that_holds_its_version():
+    manifest = load_manifest()
+    for key in ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal"):
+        artifact = manifest.artifact(key)
+        assert artifact.installed_version(artifact.version_info) == artifact.version, key
+    assert manifest.artifact("cann_kernels").installed_version({"Version": "8.3.0.1.235"}) is None
+    assert manifest.pins()["cann_kernels"] == manifest.artifact("cann_kernels").version
+    assert manifest.pins()["torch_npu"] == manifest.pinned_version("torch_npu")
+
+
+def test_a_version_key_missing_from_the_version_info_is_refused():
+    import copy
+
+    data = yaml.safe_load(STACK_MANIFEST.read_text())
+    broken = copy.deepcopy(data)
+    broken["artifacts"]["cann_kernels"]["version_key"] = "Version_dir"
+    with pytest.raises(ManifestError, match="version_key 'Version_dir' is not a key of its version_info"):
+        parse_manifest(broken, "m.yml")
+    del data["artifacts"]["driver"]["version_key"]
+    with pytest.raises(ManifestError, match="artifacts.driver has a version_file but no version_key"):
+        parse_manifest(data, "m.yml")
