@@ -125,7 +125,8 @@ class _Launch:
             shutil.copyfile(job_file, record.directory / "job.yaml")
             files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, self.nodes, self.backend),
                                                                      indent=2)
-            files[f"nodes/{head.name}/rehearsal_driver.py"] = rehearsal.DRIVER.read_text()
+            for path in rehearsal.DRIVER_FILES:
+                files[f"nodes/{head.name}/{path.name}"] = path.read_text()
             secrets = job_secrets(spec)
             _push(self.hosts, self.nodes, files, record.node_dir, secrets)
             step.done(f"{len(files)} files to {record.node_dir}" + (" (secrets.env 0600)" if secrets else ""))

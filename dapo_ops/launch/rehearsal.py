@@ -12,7 +12,8 @@ from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import JobSpec
 
-DRIVER = Path(__file__).with_name("rehearsal_driver.py")
+# pushed to the head's run directory; the driver imports rehearsal_tcp from its own directory
+DRIVER_FILES = tuple(Path(__file__).with_name(name) for name in ("rehearsal_driver.py", "rehearsal_tcp.py"))
 EVENT_PREFIX = "DAPO-REHEARSAL "
 BACKENDS = ("hccl", "gloo", "tcp")
 BACKEND_VAR = "dapo_rehearsal_backend"

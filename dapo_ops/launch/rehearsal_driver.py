@@ -19,103 +19,22 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 import sys
-import threading
 import time
 
+try:
+    import rehearsal_tcp  # on the head: pushed next to this file
+except ImportError:  # imported as dapo_ops.launch.rehearsal_driver (the unit tests)
+    from dapo_ops.launch import rehearsal_tcp
+
+Mailbox, chunk, interface_address, send_all = (rehearsal_tcp.Mailbox, rehearsal_tcp.chunk,
+                                                rehearsal_tcp.interface_address, rehearsal_tcp.send_all)
+
 EVENT_PREFIX = "DAPO-REHEARSAL "
-SIOCGIFADDR = 0x8915
 
 
 def emit(event: str, **fields) -> None:
     print(EVENT_PREFIX + json.dumps({"event": event, "time": time.time(), **fields}, sort_keys=True), flush=True)
-
-
-def interface_address(ifname: str) -> str | None:
-    import fcntl
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            packed = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", ifname[:15].encode()))
-        except OSError:
-            return None
-    return socket.inet_ntoa(packed[20:24])
-
-
-class Mailbox:
-    """The tcp backend's receiving end: a listening socket whose messages are kept by (tag, sender)."""
-
-    def __init__(self, address: str):
-        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind((address, 0))
-        self.server.listen(256)
-        self.port = self.server.getsockname()[1]
-        self.messages: dict[tuple[str, int], bytes] = {}
-        self.arrived = threading.Condition()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._receive, args=(conn,), daemon=True).start()
-
-    def _receive(self, conn: socket.socket) -> None:
-        chunks = []
-        try:
-            with conn:
-                conn.settimeout(60)
-                while chunk := conn.recv(65536):
-                    chunks.append(chunk)
-            data = b"".join(chunks)
-            header_length = struct.unpack("!I", data[:4])[0]
-            header = json.loads(data[4:4 + header_length])
-        except (OSError, ValueError, struct.error):
-            return  # a broken message: its sender shows up as missing in wait_for
-        with self.arrived:
-            self.messages[(header["tag"], header["sender"])] = data[4 + header_length:]
-            self.arrived.notify_all()
-
-    def wait_for(self, tag: str, senders: list[int], deadline: float) -> dict[int, bytes]:
-        with self.arrived:
-            while True:
-                missing = [s for s in senders if (tag, s) not in self.messages]
-                if not missing:
-                    return {s: self.messages.pop((tag, s)) for s in senders}
-                if not self.arrived.wait(timeout=max(0.0, deadline - time.monotonic())) and \
-                        time.monotonic() >= deadline:
-                    raise TimeoutError(f"{tag}: nothing from rank(s) {missing[:8]}")
-
-
-def send(address: tuple[str, int], sender: int, tag: str, payload: bytes, timeout: float) -> None:
-    header = json.dumps({"tag": tag, "sender": sender}).encode()
-    with socket.create_connection(address, timeout=timeout) as conn:
-        conn.sendall(struct.pack("!I", len(header)) + header + payload)
-
-
-def send_all(messages: dict[int, bytes], endpoints: list, sender: int, tag: str, deadline: float) -> None:
-    """Send every peer its message at once (one blocked peer must not eat the others' time); raise naming every
-    peer that could not be reached."""
-    errors: dict[int, str] = {}
-
-    def one(peer: int) -> None:
-        try:
-            send(tuple(endpoints[peer]), sender, tag, messages[peer],
-                 timeout=max(0.5, min(10.0, deadline - time.monotonic())))
-        except OSError as exc:
-            errors[peer] = f"{exc.strerror or exc}"
-    threads = [threading.Thread(target=one, args=(peer,), daemon=True) for peer in messages]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise ConnectionError("; ".join(f"cannot reach rank {peer} at {endpoints[peer][0]}:{endpoints[peer][1]} "
-                                        f"({error})" for peer, error in sorted(errors.items())))
 
 
 def build_actor_class(ray):
@@ -205,12 +124,12 @@ def build_actor_class(ray):
             self.timings["all_reduce"] = time.monotonic() - started
             started = time.monotonic()
             mates = [r for r in group if r != self.rank]
-            chunk = self.config["chunk_bytes"]
-            send_all({peer: _chunk(self.rank, peer, chunk) for peer in mates}, endpoints, self.rank, "all_to_all",
+            size = self.config["chunk_bytes"]
+            send_all({peer: chunk(self.rank, peer, size) for peer in mates}, endpoints, self.rank, "all_to_all",
                      deadline)
             received = self.mailbox.wait_for("all_to_all", mates, deadline)
             for peer, payload in received.items():
-                if payload != _chunk(peer, self.rank, chunk):
+                if payload != chunk(peer, self.rank, size):
                     raise RuntimeError(f"all_to_all: the chunk from rank {peer} is corrupt")
             self.timings["all_to_all"] = time.monotonic() - started
 
@@ -264,16 +183,9 @@ def build_actor_class(ray):
 
 
 def by_cause(failures: list[dict]) -> list[dict]:
-    """Failures in rank order, the ones that say what broke before those that only waited for another rank."""
-    def waited(failure: dict) -> bool:
-        error = failure["error"]
-        return error.startswith("no answer within") or "nothing from rank" in error or "imeout" in error
-    return sorted(failures, key=lambda f: (waited(f), f["rank"] if f["rank"] is not None else -1))
-
-
-def _chunk(sender: int, receiver: int, size: int) -> bytes:
-    seed = f"{sender}->{receiver};".encode()
-    return (seed * (size // len(seed) + 1))[:size]
+    """Failures in rank order, the ones that say what broke before those that only waited for another rank (a
+    rank that waited in vain points at the one that broke, not at itself)."""
+    return sorted(failures, key=lambda f: (bool(f.get("waited")), f["rank"] if f["rank"] is not None else -1))
 
 
 def rehearse(config: dict) -> bool:
@@ -285,6 +197,8 @@ def rehearse(config: dict) -> bool:
     nodes, npus = config["nodes"], config["npus_per_node"]
     world = len(nodes) * npus
     started = time.monotonic()
+    # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
+    ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
     emit("placing", ranks=world, nodes=len(nodes))
     ip_to_node = {n["ip"]: n for n in nodes}
@@ -330,11 +244,14 @@ def rehearse(config: dict) -> bool:
                 results[index[ref]] = ray.get(ref)
             except (RayError, GetTimeoutError) as exc:
                 message = str(exc).strip().splitlines()
+                # Ray re-raises a task's exception as an instance of its class too: TimeoutError is a rank that
+                # waited for a peer (Mailbox.wait_for, a socket timeout), not one that broke
                 failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
-                                 "error": message[-1] if message else type(exc).__name__})
+                                 "error": message[-1] if message else type(exc).__name__,
+                                 "waited": isinstance(exc, (TimeoutError, GetTimeoutError))})
         for ref in pending:
             failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
-                             "error": f"no answer within {timeout:.0f} s"})
+                             "error": f"no answer within {timeout:.0f} s", "waited": True})
         return results, by_cause(failures)
 
     ready_at = time.monotonic()

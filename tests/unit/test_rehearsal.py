@@ -11,7 +11,7 @@ import pytest
 from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import load_spec
-from dapo_ops.launch import rehearsal, rehearsal_driver
+from dapo_ops.launch import rehearsal, rehearsal_driver, rehearsal_tcp
 from dapo_ops.launch.steps import StepEnded, StepNote, StepStarted, Steps
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -101,21 +101,21 @@ def test_steps_report_start_notes_and_end_with_time_or_failure():
 
 
 def test_the_tcp_mailbox_collects_messages_by_tag_and_sender():
-    mailbox = rehearsal_driver.Mailbox("127.0.0.1")
-    senders = [threading.Thread(target=rehearsal_driver.send,
+    mailbox = rehearsal_tcp.Mailbox("127.0.0.1")
+    senders = [threading.Thread(target=rehearsal_tcp.send,
                                 args=(("127.0.0.1", mailbox.port), rank, "all_to_all",
-                                      rehearsal_driver._chunk(rank, 0, 100000), 5)) for rank in (1, 2, 3)]
+                                      rehearsal_tcp.chunk(rank, 0, 100000), 5)) for rank in (1, 2, 3)]
     for sender in senders:
         sender.start()
     got = mailbox.wait_for("all_to_all", [1, 2, 3], time.monotonic() + 10)
-    assert got == {r: rehearsal_driver._chunk(r, 0, 100000) for r in (1, 2, 3)}
+    assert got == {r: rehearsal_tcp.chunk(r, 0, 100000) for r in (1, 2, 3)}
     with pytest.raises(TimeoutError, match=r"nothing from rank\(s\) \[4\]"):
         mailbox.wait_for("all_to_all", [4], time.monotonic() + 0.2)
 
 
 def test_interface_address_of_loopback_and_of_a_missing_interface():
-    assert rehearsal_driver.interface_address("lo") == "127.0.0.1"
-    assert rehearsal_driver.interface_address("no-such-if0") is None
+    assert rehearsal_tcp.interface_address("lo") == "127.0.0.1"
+    assert rehearsal_tcp.interface_address("no-such-if0") is None
 
 
 @pytest.mark.parametrize("text, own_line, target", [
@@ -219,11 +219,15 @@ def test_an_unreachable_rank_is_named_by_the_ranks_that_cannot_reach_it(tmp_path
 
 
 def test_failures_that_say_what_broke_come_before_those_that_only_waited():
-    failures = [{"phase": "collective", "rank": 0, "host": "n1", "error": "no answer within 135 s"},
-                {"phase": "collective", "rank": 9, "host": "n2", "error": "ConnectionError: cannot reach rank 3"},
+    failures = [{"phase": "collective", "rank": 0, "host": "n1", "error": "no answer within 135 s", "waited": True},
+                {"phase": "collective", "rank": 9, "host": "n2", "error": "ConnectionError: cannot reach rank 3",
+                 "waited": False},
                 {"phase": "collective", "rank": 1, "host": "n1", "error": "TimeoutError: all_reduce: nothing from "
-                                                                         "rank(s) [9]"}]
-    assert [f["rank"] for f in rehearsal_driver.by_cause(failures)] == [9, 0, 1]
+                                                                         "rank(s) [9]", "waited": True},
+                # the words do not decide: this rank broke, although its message mentions a timeout
+                {"phase": "collective", "rank": 5, "host": "n2", "error": "ValueError: HCCL_CONNECT_TIMEOUT='x'",
+                 "waited": False}]
+    assert [f["rank"] for f in rehearsal_driver.by_cause(failures)] == [5, 9, 0, 1]
 
 
 def test_a_rank_names_the_model_and_data_files_its_node_lacks(tmp_path, monkeypatch):
