@@ -104,7 +104,7 @@ def logs(run: str, follow: bool, inventory: Path | None) -> None:
 @json_option
 def stop(run: str, inventory: Path | None, as_json: bool) -> None:
     """Stop a run's job, stop Ray on its nodes, release the cluster lock."""
-    from dapo_ops.launch.launch import stop as stop_run
+    from dapo_ops.launch.stop import stop as stop_run
 
     out = Output(as_json)
     record, inv, _ = run_context(run, inventory)

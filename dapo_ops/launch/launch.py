@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import time
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.job.validate import arithmetic
 from dapo_ops.launch import cluster, rehearsal
-from dapo_ops.launch.records import RunRecord, new_run_id
+from dapo_ops.launch.records import RunRecord, lock_is_stale, new_run_id
 from dapo_ops.launch.steps import Steps
 from dapo_ops.manifest import StackManifest
 
@@ -112,7 +111,7 @@ class _Launch:
                 cluster.acquire_lock(head, record.run_id)
             except cluster.ClusterLocked as exc:
                 record.mark("failed", f"cluster locked by {exc.holder.describe()}")
-                hint = (" — its launch died; rerun with --break-lock" if _stale(exc.holder) else
+                hint = (" — its launch died; rerun with --break-lock" if lock_is_stale(exc.holder) else
                         f"; `dapo-ops stop {exc.holder.run_id}` tears its Ray cluster down and frees the nodes")
                 raise DapoError(f"{head.name} is locked by {exc.holder.describe()}{hint}") from None
             step.done(f"held by run {record.run_id}")
@@ -289,28 +288,6 @@ def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> r
     return result
 
 
-def _stale(holder: cluster.Lock) -> bool:
-    """A lock is stale when its launch died before finishing or failed without releasing it (a launched run holds
-    the lock after the launching process exits, until `dapo-ops stop`)."""
-    import socket
-
-    from dapo_ops.launch.records import RUNS_DIR, TERMINAL, load_run
-
-    if not (RUNS_DIR / holder.run_id / "run.json").exists():
-        return False  # another controller's run: nothing here to judge it by
-    record = load_run(holder.run_id)
-    if record.state in TERMINAL and "ray_up" not in record.timestamps:
-        return True
-    if record.state in ("created", "starting") and holder.controller == socket.gethostname() and holder.pid:
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-    return False
-
-
 def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
     from dapo_ops.audit.analyze import analyze
     from dapo_ops.audit.collect import collect
@@ -318,27 +295,3 @@ def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
     raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=STEP_TIMEOUTS["audit"],
                       max_workers=32)
     return analyze(raws, manifest)
-
-
-def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
-    if "starting" not in record.timestamps:  # the launch never got as far as touching Ray
-        raise UsageError(f"run {record.run_id} is {record.state}" + (f" ({record.reason})" if record.reason else "") +
-                         ": it holds no Ray cluster, nothing to stop")
-    by_name = {h.name: h for h in inventory.hosts}
-    missing = [n for n in record.nodes if n not in by_name]
-    if missing:
-        raise UsageError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
-    hosts = [by_name[n] for n in record.nodes]
-    head = by_name[record.head]
-    from dapo_ops.layout import node_layout
-
-    ray = {h.name: node_layout(h.vars).ray for h in hosts}
-    if record.submission_id:
-        say(f"stopping job {record.submission_id}")
-        cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
-    say(f"stopping Ray on {', '.join(record.nodes)}")
-    errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
-    cluster.release_lock(head, record.run_id)
-    if record.state not in ("failed", "rehearsed"):
-        record.mark("stopped", f"ray not stopped on: {errors}" if errors else None)
-    return record

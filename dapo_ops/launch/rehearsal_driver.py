@@ -12,6 +12,8 @@ Collective backends:
         point-to-point messages (every pair of ranks talks, so a blocked port or a wrong interface shows up).
 
 It prints one `DAPO-REHEARSAL {json}` line per event and exits 0 when every rank passed, 1 otherwise.
+One job in one file (with rehearsal_tcp.py beside it): the rank actor and the phases that drive it are shipped
+and run together on the head, so they stay together although that makes the file longer than most.
 """
 
 from __future__ import annotations
@@ -188,106 +190,139 @@ def by_cause(failures: list[dict]) -> list[dict]:
     return sorted(failures, key=lambda f: (bool(f.get("waited")), f["rank"] if f["rank"] is not None else -1))
 
 
-def rehearse(config: dict) -> bool:
-    import ray
-    from ray.exceptions import GetTimeoutError, RayError
-    from ray.util.placement_group import placement_group, placement_group_table
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+class Failed(Exception):
+    """A phase failed: the failures are the result event's."""
 
-    nodes, npus = config["nodes"], config["npus_per_node"]
-    world = len(nodes) * npus
-    started = time.monotonic()
-    # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
-    ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
-    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-    emit("placing", ranks=world, nodes=len(nodes))
-    ip_to_node = {n["ip"]: n for n in nodes}
-    groups = [placement_group([{"NPU": 1}] * npus, strategy="STRICT_PACK", name=f"dapo-rehearsal-{i}")
-              for i in range(len(nodes))]
-    ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=config["placement_timeout"])
-    if len(ready) != len(groups):
-        emit("result", ok=False, failures=[{"phase": "placement", "rank": None, "host": None,
-                                            "error": f"only {len(ready)} of {len(groups)} per-node placement groups "
-                                                     f"of {npus} NPU could be placed in {config['placement_timeout']} s"}])
-        return False
-    node_ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-    placed_on = []
-    for group in groups:
-        node_id = next(iter(placement_group_table(group)["bundles_to_node_id"].values()))
-        placed_on.append(node_ips.get(node_id))
-    if sorted(placed_on, key=str) != sorted(ip_to_node):
-        emit("result", ok=False, failures=[{"phase": "placement", "rank": None, "host": None,
-                                            "error": f"placement groups landed on {placed_on}, expected one on each "
-                                                     f"of {sorted(ip_to_node)}"}])
-        return False
-    emit("reserved", bundles=world, nodes=[ip_to_node[ip]["name"] for ip in placed_on],
-         seconds=round(time.monotonic() - started, 3))
-    by_ip = dict(zip(placed_on, groups))
-    Rank = build_actor_class(ray)
-    actors, where = [], []
-    for node in nodes:  # ranks follow the inventory order: the head's NPUs are ranks 0..n-1
-        for bundle in range(npus):
-            rank = len(actors)
-            strategy = PlacementGroupSchedulingStrategy(placement_group=by_ip[node["ip"]],
-                                                        placement_group_bundle_index=bundle)
-            actors.append(Rank.options(resources={"NPU": 1}, scheduling_strategy=strategy)
-                          .remote(rank, world, node, config))
-            where.append(node)
+    def __init__(self, failures: list[dict]):
+        super().__init__(f"{len(failures)} failure(s)")
+        self.failures = failures
 
-    def gather(refs, phase: str, timeout: float):
-        """ray.get every rank's answer; the ranks that raised or did not answer in time become failures."""
+
+def _placement_failure(error: str) -> Failed:
+    return Failed([{"phase": "placement", "rank": None, "host": None, "error": error}])
+
+
+class Rehearsal:
+    """One rehearsal on the running Ray cluster, phase by phase; a phase that fails raises Failed."""
+
+    def __init__(self, ray, config: dict):
+        self.ray, self.config = ray, config
+        self.nodes, self.npus = config["nodes"], config["npus_per_node"]
+        self.world = len(self.nodes) * self.npus
+        self.started = time.monotonic()
+        self.actors: list = []
+        self.where: list[dict] = []   # rank -> its node
+
+    def elapsed(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def reserve(self) -> dict:
+        """One STRICT_PACK placement group of one-NPU bundles per node, like verl's resource pool; node ip -> group."""
+        from ray.util.placement_group import placement_group, placement_group_table
+
+        ray, npus, timeout = self.ray, self.npus, self.config["placement_timeout"]
+        ip_to_node = {n["ip"]: n for n in self.nodes}
+        groups = [placement_group([{"NPU": 1}] * npus, strategy="STRICT_PACK", name=f"dapo-rehearsal-{i}")
+                  for i in range(len(self.nodes))]
+        ready, _ = ray.wait([g.ready() for g in groups], num_returns=len(groups), timeout=timeout)
+        if len(ready) != len(groups):
+            raise _placement_failure(f"only {len(ready)} of {len(groups)} per-node placement groups of {npus} NPU "
+                                     f"could be placed in {timeout} s")
+        node_ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+        placed_on = [node_ips.get(next(iter(placement_group_table(g)["bundles_to_node_id"].values())))
+                     for g in groups]
+        if sorted(placed_on, key=str) != sorted(ip_to_node):
+            raise _placement_failure(f"placement groups landed on {placed_on}, expected one on each of "
+                                     f"{sorted(ip_to_node)}")
+        emit("reserved", bundles=self.world, nodes=[ip_to_node[ip]["name"] for ip in placed_on],
+             seconds=self.elapsed())
+        return dict(zip(placed_on, groups))
+
+    def start_ranks(self, by_ip: dict) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        rank_class = build_actor_class(self.ray)
+        for node in self.nodes:  # ranks follow the inventory order: the head's NPUs are ranks 0..n-1
+            for bundle in range(self.npus):
+                strategy = PlacementGroupSchedulingStrategy(placement_group=by_ip[node["ip"]],
+                                                            placement_group_bundle_index=bundle)
+                self.actors.append(rank_class.options(resources={"NPU": 1}, scheduling_strategy=strategy)
+                                   .remote(len(self.actors), self.world, node, self.config))
+                self.where.append(node)
+
+    def failure(self, phase: str, rank: int, error: str, waited: bool) -> dict:
+        return {"phase": phase, "rank": rank, "host": self.where[rank]["name"], "error": error, "waited": waited}
+
+    def gather(self, refs: list, phase: str, timeout: float) -> list:
+        """Every rank's answer; the ranks that raised or did not answer in time raise Failed, by cause."""
+        results, failures = self._gather(refs, phase, timeout)
+        if failures:
+            raise Failed(by_cause(failures))
+        return results
+
+    def _gather(self, refs: list, phase: str, timeout: float) -> tuple[list, list[dict]]:
+        from ray.exceptions import GetTimeoutError, RayError
+
         results, failures = [None] * len(refs), []
-        done, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        done, pending = self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
         index = {ref: i for i, ref in enumerate(refs)}
         for ref in done:
             try:
-                results[index[ref]] = ray.get(ref)
+                results[index[ref]] = self.ray.get(ref)
             except (RayError, GetTimeoutError) as exc:
                 message = str(exc).strip().splitlines()
                 # Ray re-raises a task's exception as an instance of its class too: TimeoutError is a rank that
                 # waited for a peer (Mailbox.wait_for, a socket timeout), not one that broke
-                failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
-                                 "error": message[-1] if message else type(exc).__name__,
-                                 "waited": isinstance(exc, (TimeoutError, GetTimeoutError))})
-        for ref in pending:
-            failures.append({"phase": phase, "rank": index[ref], "host": where[index[ref]]["name"],
-                             "error": f"no answer within {timeout:.0f} s", "waited": True})
-        return results, by_cause(failures)
+                failures.append(self.failure(phase, index[ref], message[-1] if message else type(exc).__name__,
+                                             isinstance(exc, (TimeoutError, GetTimeoutError))))
+        failures += [self.failure(phase, index[ref], f"no answer within {timeout:.0f} s", True) for ref in pending]
+        return results, failures
 
-    ready_at = time.monotonic()
-    answers, failures = gather([a.ready.remote() for a in actors], "placement", config["placement_timeout"])
-    if failures:
-        emit("result", ok=False, failures=failures)
-        return False
-    hosts: dict[str, int] = {}
-    for answer in answers:
-        hosts[answer["hostname"]] = hosts.get(answer["hostname"], 0) + 1
-    emit("placed", ranks=world, hosts=hosts, seconds=round(time.monotonic() - started, 3),
-         actors_seconds=round(time.monotonic() - ready_at, 3))
+    def place(self) -> None:
+        ready_at = time.monotonic()
+        answers = self.gather([a.ready.remote() for a in self.actors], "placement", self.config["placement_timeout"])
+        hosts: dict[str, int] = {}
+        for answer in answers:
+            hosts[answer["hostname"]] = hosts.get(answer["hostname"], 0) + 1
+        emit("placed", ranks=self.world, hosts=hosts, seconds=self.elapsed(),
+             actors_seconds=round(time.monotonic() - ready_at, 3))
 
-    checks, failures = gather([a.check.remote() for a in actors], "check", config["check_timeout"])
-    for check in checks:
-        for problem in (check or {}).get("problems", []):
-            failures.append({"phase": "check", "rank": check["rank"], "host": where[check["rank"]]["name"],
-                             "error": problem})
-    if failures:
-        emit("result", ok=False, failures=by_cause(failures))
-        return False
-    emit("checked", ranks=world, seconds=round(time.monotonic() - started, 3))
+    def check(self) -> list[dict]:
+        checks, failures = self._gather([a.check.remote() for a in self.actors], "check", self.config["check_timeout"])
+        failures += [self.failure("check", check["rank"], problem, False)
+                     for check in checks for problem in (check or {}).get("problems", [])]
+        if failures:
+            raise Failed(by_cause(failures))
+        emit("checked", ranks=self.world, seconds=self.elapsed())
+        return checks
 
-    sp = config["sp_size"]
-    sp_groups = [list(range(start, start + sp)) for start in range(0, world, sp)]
-    endpoints, failures = gather([a.endpoint.remote() for a in actors], "collective", config["check_timeout"])
-    if not failures:
-        timings, failures = gather([a.collectives.remote(endpoints, sp_groups) for a in actors], "collective",
-                                   config["collective_timeout"] + 15)
-    if failures:
-        emit("result", ok=False, failures=failures)
+    def collectives(self, checks: list[dict]) -> None:
+        sp = self.config["sp_size"]
+        sp_groups = [list(range(start, start + sp)) for start in range(0, self.world, sp)]
+        endpoints = self.gather([a.endpoint.remote() for a in self.actors], "collective", self.config["check_timeout"])
+        timings = self.gather([a.collectives.remote(endpoints, sp_groups) for a in self.actors], "collective",
+                              self.config["collective_timeout"] + 15)
+        per_rank = [{"rank": c["rank"], "host": self.where[c["rank"]]["name"], "device": c["device"], "pid": c["pid"],
+                     "timings": {k: round(v, 4) for k, v in t["timings"].items()}} for c, t in zip(checks, timings)]
+        emit("result", ok=True, backend=self.config["backend"], per_rank=per_rank, sp_groups=len(sp_groups),
+             seconds=self.elapsed())
+
+
+def rehearse(config: dict) -> bool:
+    import ray
+
+    # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
+    ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
+    rehearsal = Rehearsal(ray, config)
+    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    emit("placing", ranks=rehearsal.world, nodes=len(rehearsal.nodes))
+    try:
+        rehearsal.start_ranks(rehearsal.reserve())
+        rehearsal.place()
+        rehearsal.collectives(rehearsal.check())
+    except Failed as failed:
+        emit("result", ok=False, failures=failed.failures)
         return False
-    per_rank = [{"rank": c["rank"], "host": where[c["rank"]]["name"], "device": c["device"], "pid": c["pid"],
-                 "timings": {k: round(v, 4) for k, v in t["timings"].items()}} for c, t in zip(checks, timings)]
-    emit("result", ok=True, backend=config["backend"], per_rank=per_rank, sp_groups=len(sp_groups),
-         seconds=round(time.monotonic() - started, 3))
     return True
 
 

@@ -1,0 +1,31 @@
+"""`dapo-ops stop`: stop a run's Ray job and Ray on its nodes, and release the cluster lock."""
+
+from __future__ import annotations
+
+from dapo_ops.errors import UsageError
+from dapo_ops.inventory import Inventory
+from dapo_ops.launch import cluster
+from dapo_ops.launch.records import RunRecord
+from dapo_ops.layout import node_layout
+
+
+def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
+    if "starting" not in record.timestamps:  # the launch never got as far as touching Ray
+        raise UsageError(f"run {record.run_id} is {record.state}" + (f" ({record.reason})" if record.reason else "") +
+                         ": it holds no Ray cluster, nothing to stop")
+    by_name = {h.name: h for h in inventory.hosts}
+    missing = [n for n in record.nodes if n not in by_name]
+    if missing:
+        raise UsageError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
+    hosts = [by_name[n] for n in record.nodes]
+    head = by_name[record.head]
+    ray = {h.name: node_layout(h.vars).ray for h in hosts}
+    if record.submission_id:
+        say(f"stopping job {record.submission_id}")
+        cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
+    say(f"stopping Ray on {', '.join(record.nodes)}")
+    errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
+    cluster.release_lock(head, record.run_id)
+    if record.state not in ("failed", "rehearsed"):
+        record.mark("stopped", f"ray not stopped on: {errors}" if errors else None)
+    return record
