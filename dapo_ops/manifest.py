@@ -140,28 +140,25 @@ def _require(mapping: Any, key: str, where: str) -> Any:
     return mapping[key]
 
 
-def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockConfig:
-    where = "lock"
-    platforms: dict[str, LockPlatform] = {}
-    raw_platforms = _require(data, "platforms", where)
-    if not isinstance(raw_platforms, dict):
-        raise ManifestError(f"{source}: lock.platforms must be a mapping")
-    for name, item in raw_platforms.items():
-        at = f"lock.platforms.{name}"
-        in_force = item.get("in_force", True) if isinstance(item, dict) else True
-        if not isinstance(in_force, bool):
-            raise ManifestError(f"{source}: {at}.in_force must be true or false")
-        urls = item.get("extra_index_urls") or []
-        if not isinstance(urls, list):
-            raise ManifestError(f"{source}: {at}.extra_index_urls must be a list")
-        platforms[str(name)] = LockPlatform(
-            name=str(name), file=str(_require(item, "file", at)),
-            python_platform=str(_require(item, "python_platform", at)), in_force=in_force,
-            reason=str(item["reason"]) if item.get("reason") else None,
-            extra_index_urls=tuple(str(u) for u in urls))
-        if not in_force and not platforms[str(name)].reason:
-            raise ManifestError(f"{source}: {at} is not in force but gives no reason")
-    layers = _require(data, "layers", where)
+def _lock_platform(name: str, item: Any, source: str) -> LockPlatform:
+    at = f"lock.platforms.{name}"
+    in_force = item.get("in_force", True) if isinstance(item, dict) else True
+    if not isinstance(in_force, bool):
+        raise ManifestError(f"{source}: {at}.in_force must be true or false")
+    urls = item.get("extra_index_urls") or []
+    if not isinstance(urls, list):
+        raise ManifestError(f"{source}: {at}.extra_index_urls must be a list")
+    platform = LockPlatform(name=name, file=str(_require(item, "file", at)),
+                            python_platform=str(_require(item, "python_platform", at)), in_force=in_force,
+                            reason=str(item["reason"]) if item.get("reason") else None,
+                            extra_index_urls=tuple(str(u) for u in urls))
+    if not in_force and not platform.reason:
+        raise ManifestError(f"{source}: {at} is not in force but gives no reason")
+    return platform
+
+
+def _lock_layers(data: Any, sources: dict[str, SourceRepo], source: str) -> dict[str, tuple[str, ...]]:
+    layers = _require(data, "layers", "lock")
     if not isinstance(layers, dict):
         raise ManifestError(f"{source}: lock.layers must be a mapping")
     for key, paths in layers.items():
@@ -169,17 +166,28 @@ def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockC
             raise ManifestError(f"{source}: lock.layers.{key} names no entry of sources")
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise ManifestError(f"{source}: lock.layers.{key} must be a list of paths in the checkout")
+    return {str(k): tuple(v) for k, v in layers.items()}
+
+
+def _reasons(value: Any) -> bool:
+    """A mapping of package -> a non-empty reason."""
+    return isinstance(value, dict) and all(isinstance(r, str) and r for r in value.values())
+
+
+def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockConfig:
+    raw_platforms = _require(data, "platforms", "lock")
+    if not isinstance(raw_platforms, dict):
+        raise ManifestError(f"{source}: lock.platforms must be a mapping")
+    platforms = {str(name): _lock_platform(str(name), item, source) for name, item in raw_platforms.items()}
+    layers = _lock_layers(data, sources, source)
     exclude = data.get("exclude") or {}
     if not isinstance(exclude, dict):
         raise ManifestError(f"{source}: lock.exclude must be a mapping of package -> reason")
     build_exclude = data.get("build_exclude") or {}
-    if not isinstance(build_exclude, dict) or not all(
-            k in layers and isinstance(v, dict) and all(isinstance(r, str) and r for r in v.values())
-            for k, v in build_exclude.items()):
+    if not isinstance(build_exclude, dict) or not all(k in layers and _reasons(v) for k, v in build_exclude.items()):
         raise ManifestError(f"{source}: lock.build_exclude must map a layer's source to package -> reason")
-    return LockConfig(dir=str(_require(data, "dir", where)), index_url=str(_require(data, "index_url", where)),
-                      direct=str(_require(data, "direct", where)),
-                      layers={str(k): tuple(v) for k, v in layers.items()},
+    return LockConfig(dir=str(_require(data, "dir", "lock")), index_url=str(_require(data, "index_url", "lock")),
+                      direct=str(_require(data, "direct", "lock")), layers=layers,
                       exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms,
                       build_exclude={str(k): {str(n): str(r) for n, r in v.items()}
                                      for k, v in build_exclude.items()})
