@@ -36,7 +36,7 @@ def checkpoint_dir(spec: JobSpec) -> str:
 
 
 def reward_overrides(spec: JobSpec, verl_version: str, reward_keys_moved_in: str) -> list[tuple[str, object]]:
-    """verl moved the reward settings to `reward.*` (shared/reference/verl.md §1.4); the manifest says when."""
+    """verl moved the reward settings to `reward.*` (docs/verl-dapo.md §3.1); the manifest says when."""
     buffer = spec.algorithm.overlong_buffer
     if Version(verl_version) >= Version(reward_keys_moved_in):
         return [("reward.reward_manager.name", "dapo"),

@@ -12,7 +12,7 @@ from dapo_ops.errors import UsageError
 
 BUS_PREFIXES = ["C1", "C2", "81", "82", "01", "02", "41", "42", "C3", "C4", "83", "84", "03", "04", "43", "44"]
 HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
-OUT_OF_RANGE_PAIR = ("24.1.rc2", "7.3.0.1.231")  # a real report: driver [7.0.0,7.2.99] + firmware 7.3 (ascend.md §4.1)
+OUT_OF_RANGE_PAIR = ("24.1.rc2", "7.3.0.1.231")  # a real report: driver [7.0.0,7.2.99] + firmware 7.3 (docs/ascend-formats.md §5.1)
 
 NODE_KNOBS = {
     "driver": "start with this driver version installed (pinned or from the simulator's catalog)",

@@ -1,5 +1,5 @@
 """The HDK reboot decision follows the installer's own word (exit 2 / its "Reboot needed" line), not only npu-smi,
-and the emulated installers say "reboot" and exit 2 where the real ones do (ascend.md §2.3; ascend-deployer
+and the emulated installers say "reboot" and exit 2 where the real ones do (docs/ascend-formats.md §2.3; ascend-deployer
 `library/process_npu.py` takes exit codes 0 and 2 as success, then asks for a reboot)."""
 
 import json
@@ -66,7 +66,7 @@ def test_installers_ask_for_a_reboot_where_the_real_ones_do(fleet):
         result = sh(node, command, ok=False)
         return result.exit_code, result.stdout
 
-    # a driver upgrade over a loaded driver cannot hot-reset (ascend.md §2.3)
+    # a driver upgrade over a loaded driver cannot hot-reset (docs/ascend-formats.md §2.3)
     rc, out = run(driver + " --upgrade")
     assert rc == 2 and "[WARNING]Kernel modules can not be removed, reboot needed..." in out
     assert "[INFO]Driver package installed successfully! Reboot needed for installation/upgrade to take effect!" in out

@@ -7,7 +7,7 @@ from dapo_ops.errors import ParseError
 from dapo_ops.inventory import load_inventory
 from dapo_ops.paths import INVENTORY_DIR
 
-# ascend.md §3.3 (public sample)
+# docs/ascend-formats.md §3.3 (public sample)
 PING_OK = """device 3 PING 29.1.137.205
 recv seq=0,time=1.418000ms
 recv seq=1,time=0.034000ms

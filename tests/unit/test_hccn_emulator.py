@@ -50,7 +50,7 @@ def test_gateway_and_netdetect_set_read_back_and_persist(tmp_path):
     assert hccn.parse_hccn_gateway(node.run(HCCN, "-i", "2", "-gateway", "-g").stdout) == "10.88.1.1"
     assert hccn.parse_hccn_netdetect(node.run(HCCN, "-i", "2", "-netdetect", "-g").stdout) == "10.88.1.1"
     conf = (tmp_path / "hccn.conf").read_text().splitlines()
-    # the real file's keys, in the real file's order (ascend.md §3.3)
+    # the real file's keys, in the real file's order (docs/ascend-formats.md §3.3)
     assert conf[conf.index("address_2=10.88.1.13"):][:6] == [
         "address_2=10.88.1.13", "netmask_2=255.255.255.0", "netdetect_2=10.88.1.1", "gateway_2=10.88.1.1",
         "send_arp_status_2=1", "tls_enable_2=0"]

@@ -9,7 +9,7 @@
     sim-reboot   activate pending driver/firmware, new boot id (the Ansible reboot module's reboot_command)
 
 Driven by the node's hardware model (/dev/.dapo-sim/hw.json) and the installed version files, following the
-formats in shared/reference/ascend.md exactly. Not a vendor tool; stdlib only, runs on the node's python3.
+formats in docs/ascend-formats.md §3 exactly. Not a vendor tool; stdlib only, runs on the node's python3.
 """
 
 import json
