@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import jinja2
 import yaml
 
 from dapo_ops.errors import SimError, UsageError
@@ -51,6 +53,14 @@ NODE_PYTHON = "/usr/bin/python3"
 EMU_NAME = "ascend_emu.py"
 BOOT_TIME_COMMAND = "cat /dev/.dapo-sim/boot_id"
 REBOOT_COMMAND = "/usr/local/sbin/sim-reboot"
+# sshd re-executes itself for every connection, so its files must be paths of the node's own view (its /etc).
+SSHD_CONFIG = "/etc/ssh/dapo_sshd_config"
+HOST_KEY = "dapo_host_ed25519_key"
+AUTHORIZED_KEYS = "dapo_authorized_keys"
+
+_templates = jinja2.Environment(loader=jinja2.FileSystemLoader(artifacts.ASSETS), undefined=jinja2.StrictUndefined,
+                                keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+_templates.filters["shquote"] = lambda value: shlex.quote(str(value))
 
 
 def state_dir_default() -> Path:
@@ -343,16 +353,11 @@ class SimFleet:
         etc = d / "upper" / "etc"
         ssh = etc / "ssh"
         ssh.mkdir()
-        hostkey = ssh / "dapo_host_ed25519_key"
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(hostkey)],
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(ssh / HOST_KEY)],
              f"create {node.name}'s host key")
-        shutil.copyfile(self.key_file.with_suffix(".pub"), ssh / "dapo_authorized_keys")
-        (ssh / "dapo_sshd_config").write_text("\n".join([
-            f"ListenAddress {node.ip}", "Port 22", f"HostKey /etc/ssh/{hostkey.name}", "PidFile none",
-            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "AuthorizedKeysFile /etc/ssh/dapo_authorized_keys",
-            "StrictModes no", "UsePAM no", "UseDNS no", "PrintMotd no", "MaxSessions 100",
-            "MaxStartups 200:30:400", "Subsystem sftp internal-sftp", "AcceptEnv LANG LC_*", ""]))
+        shutil.copyfile(self.key_file.with_suffix(".pub"), ssh / AUTHORIZED_KEYS)
+        (ssh / Path(SSHD_CONFIG).name).write_text(_templates.get_template("sshd_config.j2").render(
+            ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}"))
         (etc / "hostname").write_text(node.name + "\n")
         hosts = ["127.0.0.1 localhost", f"{BRIDGE_IP} mirror"]
         hosts += [f"{SUBNET}.{10 + i} node{i}" for i in range(1, spec.nodes + 1)]
@@ -393,38 +398,17 @@ class SimFleet:
 
     @staticmethod
     def _init_script(node: NodeState, d: Path, npus: list[int]) -> str:
-        def overlay_line(overlay: str) -> str:
-            key = overlay.replace("/", "_")
-            return (f"mount -t overlay dapo-{key} -o lowerdir=/{overlay},upperdir={d}/upper/{key},"
-                    f"workdir={d}/work/{key} /{overlay}")
+        """The node's PID 1: its mounts (overlays, private dirs, /dev), then sshd in the foreground."""
+        def overlay(path: str) -> dict[str, str]:
+            key = path.replace("/", "_")
+            return {"key": key, "path": f"/{path}", "upper": f"{d}/upper/{key}", "work": f"{d}/work/{key}"}
 
-        overlay_lines = [overlay_line(o) for o in OVERLAYS]
-        dev = f"{d}/devstage"
-        davinci = " ".join(f"davinci{k}" for k in npus)
-        return "\n".join([
-            "#!/bin/sh",
-            f"# PID 1 of simulated node {node.name}: private mounts, then sshd.",
-            "set -eu",
-            f"hostname {node.name}",
-            *overlay_lines,
-            *(f"mount --bind {d}/{p.replace('/', '_')} /{p}" for p in PRIVATE_DIRS),
-            f"mount -t tmpfs -o mode=0755,size=64m dapo-dev {dev}",
-            f"for n in null zero full random urandom tty; do touch {dev}/$n; mount --bind /dev/$n {dev}/$n; done",
-            f"mkdir {dev}/pts {dev}/shm {dev}/.dapo-sim",
-            f"mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {dev}/pts",
-            f"ln -s pts/ptmx {dev}/ptmx",
-            f"mount -t tmpfs -o mode=1777,size=2g shm {dev}/shm",
-            f"ln -s /proc/self/fd {dev}/fd",
-            f"ln -s /proc/self/fd/0 {dev}/stdin; ln -s /proc/self/fd/1 {dev}/stdout; ln -s /proc/self/fd/2 {dev}/stderr",
-            f"mount --bind {d}/hw {dev}/.dapo-sim",
-            f"mount --bind {d.parent.parent}/fabric {dev}/.dapo-sim/fabric",
-            f"cd {dev} && touch {davinci} davinci_manager devmm_svm hisi_hdc && cd /",
-            f"mount --move {dev} /dev",
-            *(overlay_line(o) for o in LATE_OVERLAYS),
-            "mkdir -p /run/sshd",
-            f"exec {SSHD} -D -f /etc/ssh/dapo_sshd_config -E /var/log/sshd.log",
-            "",
-        ])
+        return _templates.get_template("node_init.sh.j2").render(
+            name=node.name, overlays=[overlay(o) for o in OVERLAYS],
+            late_overlays=[overlay(o) for o in LATE_OVERLAYS],
+            private_binds=[{"source": f"{d}/{p.replace('/', '_')}", "target": f"/{p}"} for p in PRIVATE_DIRS],
+            dev=f"{d}/devstage", hw=f"{d}/hw", fabric=f"{d.parent.parent}/fabric",
+            davinci=[f"davinci{k}" for k in npus], sshd=SSHD, sshd_config=SSHD_CONFIG)
 
     def _start_node(self, node: NodeState) -> None:
         _run(["ip", "netns", "add", node.netns], f"create {node.netns}")
@@ -478,7 +462,7 @@ class SimFleet:
     def _write_known_hosts(self, nodes: list[NodeState]) -> None:
         lines = []
         for node in nodes:
-            pub = (Path(node.dir) / "upper/etc/ssh/dapo_host_ed25519_key.pub").read_text().split()
+            pub = (Path(node.dir) / "upper/etc/ssh" / f"{HOST_KEY}.pub").read_text().split()
             lines.append(f"{node.ip} {pub[0]} {pub[1]}")
         self.known_hosts.write_text("\n".join(lines) + "\n")
         config = []
@@ -649,7 +633,7 @@ class SimFleet:
         state = self.load_state()
         if state is not None:
             for node in state.nodes:
-                for pid, marker in ((node.pid1, "dapo_sshd_config"), (node.unshare_pid, node.dir)):
+                for pid, marker in ((node.pid1, Path(SSHD_CONFIG).name), (node.unshare_pid, node.dir)):
                     if _alive(pid) and marker in _cmdline(pid):
                         try:
                             os.kill(pid, signal.SIGKILL)
