@@ -14,7 +14,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,18 +26,11 @@ import yaml
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import SIM_INVENTORY_DIR
-from dapo_ops.sim import artifacts, hwmodel, mirror, repos
+from dapo_ops.sim import artifacts, hwmodel, mirror, netns, repos
+from dapo_ops.sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX, SUBNET
+from dapo_ops.sim.proc import alive, children, kill_if_ours, port_open, run, wait_gone
 
 DEFAULT_STATE_DIR = Path("/var/lib/dapo-ops/sim")
-NETNS_PREFIX = "dapo-"
-BRIDGE = "dapobr0"
-SUBNET = "10.77.0"          # a private /24 that exists only on the bridge and inside the node namespaces
-BRIDGE_IP = f"{SUBNET}.1"
-# The training network, apart from the management one (as on real Atlas servers, where SSH and HCCL use different
-# NICs): a second bridge with no address on the controller's side; each node's end is DATA_NIC.
-DATA_BRIDGE = "dapobr1"
-DATA_SUBNET = "10.78.0"
-DATA_NIC = "data0"
 MIRROR_PORT = 8765
 MAX_NODES = 200
 OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
@@ -108,60 +100,6 @@ class FleetState:
         data = json.loads(text)
         data["nodes"] = [NodeState(**n) for n in data.get("nodes", [])]
         return cls(**data)
-
-
-def _run(cmd: list[str], what: str, check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    except FileNotFoundError:
-        raise SimError(f"{what}: {cmd[0]} is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise SimError(f"{what}: `{' '.join(cmd)}` did not finish in {timeout:.0f} s") from None
-    if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise SimError(f"{what}: {detail[-1] if detail else 'exit code %d' % result.returncode}")
-    return result
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-def _port_open(ip: str, port: int, timeout: float = 0.3) -> bool:
-    try:
-        with socket.create_connection((ip, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _netns_list() -> list[str]:
-    result = _run(["ip", "netns", "list"], "list network namespaces", check=False)
-    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
-
-
-def _link_exists(name: str) -> bool:
-    return _run(["ip", "link", "show", name], "inspect link", check=False).returncode == 0
 
 
 class SimFleet:
@@ -263,7 +201,7 @@ class SimFleet:
         if current is not None and current.spec == json.loads(json.dumps(asdict(spec))) and self._healthy(current):
             self.log(f"fleet of {spec.nodes} node(s) already up; nothing to do")
             return current
-        if current is not None or self._leftovers():
+        if current is not None or netns.leftovers():
             self.log("removing the previous simulated fleet")
             self.down()
         for path in (self.state_dir, self.ssh_dir, self.logs_dir):
@@ -286,7 +224,7 @@ class SimFleet:
         state = FleetState(spec=asdict(spec), nodes=nodes, mirror_url=self.mirror_url, created_at=time.time())
         self._save_state(state)  # written first, so `down` can clean up after a crashed `up`
         try:
-            self._make_bridge()
+            netns.make_bridges()
             state.mirror_pid = self._start_mirror()
             self._save_state(state)
             for node in nodes:
@@ -310,16 +248,9 @@ class SimFleet:
 
     def _ensure_client_key(self) -> None:
         if not self.key_file.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dapo-ops-sim", "-f", str(self.key_file)],
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dapo-ops-sim", "-f", str(self.key_file)],
                  "create the controller SSH key")
         self.key_file.chmod(0o600)
-
-    def _make_bridge(self) -> None:
-        _run(["ip", "link", "add", BRIDGE, "type", "bridge"], "create the bridge")
-        _run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE], "address the bridge")
-        _run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
-        _run(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "create the training-network bridge")
-        _run(["ip", "link", "set", DATA_BRIDGE, "up"], "bring the training-network bridge up")
 
     def _start_mirror(self) -> int:
         log = open(self.logs_dir / "mirror.log", "ab")
@@ -331,7 +262,7 @@ class SimFleet:
         log.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if _port_open(BRIDGE_IP, MIRROR_PORT):
+            if port_open(BRIDGE_IP, MIRROR_PORT):
                 return proc.pid
             if proc.poll() is not None:
                 break
@@ -353,7 +284,7 @@ class SimFleet:
         etc = d / "upper" / "etc"
         ssh = etc / "ssh"
         ssh.mkdir()
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(ssh / HOST_KEY)],
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(ssh / HOST_KEY)],
              f"create {node.name}'s host key")
         shutil.copyfile(self.key_file.with_suffix(".pub"), ssh / AUTHORIZED_KEYS)
         (ssh / Path(SSHD_CONFIG).name).write_text(_templates.get_template("sshd_config.j2").render(
@@ -411,23 +342,7 @@ class SimFleet:
             davinci=[f"davinci{k}" for k in npus], sshd=SSHD, sshd_config=SSHD_CONFIG)
 
     def _start_node(self, node: NodeState) -> None:
-        _run(["ip", "netns", "add", node.netns], f"create {node.netns}")
-        _run(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node],
-             f"create {node.name}'s veth")
-        _run(["ip", "link", "set", node.veth_host, "master", BRIDGE, "up"], f"attach {node.name} to the bridge")
-        _run(["ip", "link", "set", node.veth_node, "netns", node.netns], f"move {node.name}'s veth")
-        for args in (["link", "set", "lo", "up"], ["addr", "add", f"{node.ip}/24", "dev", node.veth_node],
-                     ["link", "set", node.veth_node, "up"]):
-            _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s network")
-        data_peer = f"dapo{node.index}e"
-        _run(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer],
-             f"create {node.name}'s training-network veth")
-        _run(["ip", "link", "set", node.veth_data_host, "master", DATA_BRIDGE, "up"],
-             f"attach {node.name} to the training network")
-        _run(["ip", "link", "set", data_peer, "netns", node.netns], f"move {node.name}'s training-network veth")
-        for args in (["link", "set", data_peer, "name", DATA_NIC], ["addr", "add", f"{node.data_ip}/24", "dev", DATA_NIC],
-                     ["link", "set", DATA_NIC, "up"]):
-            _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s training network")
+        netns.add_node(node)
         log = open(Path(node.dir) / "init.log", "ab")
         proc = subprocess.Popen(
             ["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
@@ -437,7 +352,7 @@ class SimFleet:
         node.unshare_pid = proc.pid
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not node.pid1:
-            kids = _children(proc.pid)
+            kids = children(proc.pid)
             node.pid1 = kids[0] if kids else None
             if proc.poll() is not None:
                 break
@@ -449,9 +364,9 @@ class SimFleet:
         deadline = time.monotonic() + timeout
         pending = list(nodes)
         while pending and time.monotonic() < deadline:
-            pending = [n for n in pending if not _port_open(n.ip, 22)]
+            pending = [n for n in pending if not port_open(n.ip, 22)]
             for node in pending:
-                if not _alive(node.pid1):
+                if not alive(node.pid1):
                     tail = (Path(node.dir) / "init.log").read_text(errors="replace").strip().splitlines()[-3:]
                     raise SimError(f"{node.name} stopped while starting: {' | '.join(tail) or 'no output'}")
             if pending:
@@ -596,34 +511,28 @@ class SimFleet:
     # ---------------------------------------------------------------------------------------------- status
 
     def _healthy(self, state: FleetState) -> bool:
-        return all(_alive(n.pid1) and _port_open(n.ip, 22) for n in state.nodes) and _alive(state.mirror_pid)
+        return all(alive(n.pid1) and port_open(n.ip, 22) for n in state.nodes) and alive(state.mirror_pid)
 
     def status(self) -> dict:
         state = self.load_state()
         if state is None:
-            leftovers = self._leftovers()
-            return {"up": False, "nodes": [], "leftovers": leftovers}
+            return {"up": False, "nodes": [], "leftovers": netns.leftovers()}
         nodes = []
         for n in state.nodes:
             nodes.append({
                 "name": n.name, "ip": n.ip, "data_ip": n.data_ip, "data_nic": DATA_NIC, "netns": n.netns,
-                "netns_exists": n.netns in _netns_list(), "pid1_alive": _alive(n.pid1),
-                "sshd": _port_open(n.ip, 22) if _alive(n.pid1) else False,
+                "netns_exists": n.netns in netns.netns_list(), "pid1_alive": alive(n.pid1),
+                "sshd": port_open(n.ip, 22) if alive(n.pid1) else False,
             })
         return {
-            "up": all(n["sshd"] for n in nodes) and _alive(state.mirror_pid),
+            "up": all(n["sshd"] for n in nodes) and alive(state.mirror_pid),
             "spec": state.spec, "nodes": nodes,
-            "mirror": {"url": state.mirror_url, "alive": _alive(state.mirror_pid)},
+            "mirror": {"url": state.mirror_url, "alive": alive(state.mirror_pid)},
             "inventory": str(self.inventory_dir / "hosts.yml"), "known_hosts": str(self.known_hosts),
             "ssh_config": str(self.ssh_config), "up_seconds": state.up_seconds,
         }
 
     # ------------------------------------------------------------------------------------------------ down
-
-    def _leftovers(self) -> dict[str, list[str]]:
-        found = {"netns": [ns for ns in _netns_list() if ns.startswith(NETNS_PREFIX)],
-                 "links": [b for b in (BRIDGE, DATA_BRIDGE) if _link_exists(b)]}
-        return {k: v for k, v in found.items() if v}
 
     def down(self) -> dict[str, list[str]]:
         """Remove every trace of the fleet: node processes, namespaces, links, the mirror, the node disks."""
@@ -634,56 +543,18 @@ class SimFleet:
         if state is not None:
             for node in state.nodes:
                 for pid, marker in ((node.pid1, Path(SSHD_CONFIG).name), (node.unshare_pid, node.dir)):
-                    if _alive(pid) and marker in _cmdline(pid):
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                            removed["processes"].append(f"{node.name}:{pid}")
-                        except ProcessLookupError:
-                            pass
-            if _alive(state.mirror_pid) and "dapo_ops.sim.mirror" in _cmdline(state.mirror_pid):
-                os.kill(state.mirror_pid, signal.SIGTERM)
+                    if kill_if_ours(pid, marker, signal.SIGKILL):
+                        removed["processes"].append(f"{node.name}:{pid}")
+            if kill_if_ours(state.mirror_pid, "dapo_ops.sim.mirror", signal.SIGTERM):
                 removed["processes"].append(f"mirror:{state.mirror_pid}")
-        for ns in [ns for ns in _netns_list() if ns.startswith(NETNS_PREFIX)]:
-            pids = _run(["ip", "netns", "pids", ns], "list namespace processes", check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                    removed["processes"].append(f"{ns}:{pid}")
-                except (ProcessLookupError, ValueError):
-                    pass
-            _wait_gone([int(p) for p in pids if p.isdigit()])
-            _run(["ip", "netns", "del", ns], f"delete {ns}", check=False)
-            removed["netns"].append(ns)
-            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
-        for link in self._stray_links():
-            _run(["ip", "link", "del", link], f"delete {link}", check=False)
-            removed["links"].append(link)
+        netns.remove_namespaces(removed)
+        netns.remove_links(removed)
         if state is not None:
-            _wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
-                       ([state.mirror_pid] if state.mirror_pid else []))
+            wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
+                      ([state.mirror_pid] if state.mirror_pid else []))
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
         shutil.rmtree(self.state_dir / "fabric", ignore_errors=True)
         for path in (self.state_file, self.inventory_dir / "hosts.yml", self.known_hosts, self.ssh_config):
             if path.exists():
                 path.unlink()
         return removed
-
-    @staticmethod
-    def _stray_links() -> list[str]:
-        out = _run(["ip", "-o", "link", "show"], "list links", check=False).stdout
-        names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-        return [n for n in names if n in (BRIDGE, DATA_BRIDGE) or
-                (n.startswith("dapo") and n[4:-1].isdigit() and n[-1] in "hnde")]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _wait_gone(pids: list[int], timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.02)
