@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from dapo_ops.sim.proc import run, wait_gone
 
-if TYPE_CHECKING:  # only for annotations: fleet imports this module
-    from dapo_ops.sim.fleet import NodeState
+if TYPE_CHECKING:  # only for annotations: state imports BRIDGE from here
+    from dapo_ops.sim.state import NodeState
 
 NETNS_PREFIX = "dapo-"
 BRIDGE = "dapobr0"
