@@ -148,8 +148,9 @@ def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
     d = Path(node.dir)
 
     def overlay(path: str) -> dict[str, str]:
-        return {"key": _key(path), "path": f"/{path}", "upper": f"{d}/upper/{_key(path)}",
-                "work": f"{d}/work/{_key(path)}"}
+        key = _key(path)
+        return {"name": f"dapo-{key}", "path": f"/{path}",
+                "options": f"lowerdir=/{path},upperdir={d}/upper/{key},workdir={d}/work/{key}"}
 
     return _templates.get_template("node_init.sh.j2").render(
         name=node.name, overlays=[overlay(o) for o in OVERLAYS], late_overlays=[overlay(o) for o in LATE_OVERLAYS],
