@@ -1,10 +1,8 @@
-"""`dapo-ops sim up|status|down`: a simulated Ascend fleet on one Linux machine.
+"""`dapo-ops sim up|status|down`: bring a simulated Ascend fleet on one Linux machine up and down, in order.
 
-Each node is a network namespace on a private bridge, a PID/UTS/mount namespace with its own /etc,
-/usr/local (so /usr/local/Ascend) and /usr/src (overlays on the host's), its own empty /opt, /root, /home,
-/tmp, /var/log, and /dev (with /dev/davinciK for its NPUs and the hardware model at /dev/.dapo-sim), and a real OpenSSH sshd as
-its PID 1. Stopping the node is killing that PID 1: the kernel then kills everything else in the node.
-Practical findings behind this layout: shared/reference/lab-and-ops.md §3 and its appendix.
+The steps live in their own modules: mirror (the artifact mirror), netns (bridges and each node's namespace),
+node (a node's disk and its sshd PID 1), access (SSH files and inventory), preinstall (an installed HDK/CANN).
+This module orders them and records what it started in <state dir>/fleet.json (state).
 """
 
 from __future__ import annotations
@@ -13,145 +11,34 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-
-import yaml
 
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import SIM_INVENTORY_DIR
-from dapo_ops.sim import artifacts, hwmodel, mirror, repos
+from dapo_ops.sim import access, hwmodel, mirror, netns, node
+from dapo_ops.sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
+from dapo_ops.sim.node import exec_in
+from dapo_ops.sim.preinstall import preinstall
+from dapo_ops.sim.proc import alive, kill_if_ours, port_open, wait_gone
+from dapo_ops.sim.state import FleetSpec, FleetState, NodeState
+
+# Imported from here by the CLI, the tests and the benchmarks.
+__all__ = ["BRIDGE", "DATA_NIC", "DATA_SUBNET", "NETNS_PREFIX", "FleetSpec", "FleetState", "NodeState", "SimFleet",
+           "state_dir_default"]
 
 DEFAULT_STATE_DIR = Path("/var/lib/dapo-ops/sim")
-NETNS_PREFIX = "dapo-"
-BRIDGE = "dapobr0"
-SUBNET = "10.77.0"          # a private /24 that exists only on the bridge and inside the node namespaces
-BRIDGE_IP = f"{SUBNET}.1"
-# The training network, apart from the management one (as on real Atlas servers, where SSH and HCCL use different
-# NICs): a second bridge with no address on the controller's side; each node's end is DATA_NIC.
-DATA_BRIDGE = "dapobr1"
-DATA_SUBNET = "10.78.0"
-DATA_NIC = "data0"
 MIRROR_PORT = 8765
 MAX_NODES = 200
-OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
-# /var/lib too, mounted last: the binds from the state dir (which lives under /var/lib) are made before it
-LATE_OVERLAYS = ("var/lib",)
-# The node starts with these empty (/data: models and datasets, staged on every node like on a real cluster).
-PRIVATE_DIRS = ("opt", "root", "home", "tmp", "var/log", "data")
 HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log",
                          "/data", "/dev", "/proc")
-SSHD = "/usr/sbin/sshd"
-NODE_PYTHON = "/usr/bin/python3"
-EMU_NAME = "ascend_emu.py"
-BOOT_TIME_COMMAND = "cat /dev/.dapo-sim/boot_id"
-REBOOT_COMMAND = "/usr/local/sbin/sim-reboot"
 
 
 def state_dir_default() -> Path:
     return Path(os.environ.get("DAPO_OPS_SIM_DIR") or DEFAULT_STATE_DIR)
-
-
-@dataclass(frozen=True)
-class FleetSpec:
-    nodes: int
-    npus_per_node: int = 16
-    faults: tuple[str, ...] = ()
-    provisioned: bool = False
-
-
-@dataclass
-class NodeState:
-    name: str
-    index: int
-    ip: str
-    netns: str
-    veth_host: str
-    veth_node: str
-    dir: str
-    unshare_pid: int | None = None
-    pid1: int | None = None
-    data_ip: str = ""
-    veth_data_host: str = ""
-
-
-@dataclass
-class FleetState:
-    spec: dict
-    nodes: list[NodeState] = field(default_factory=list)
-    bridge: str = BRIDGE
-    mirror_pid: int | None = None
-    mirror_url: str = ""
-    created_at: float = 0.0
-    up_seconds: float | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> FleetState:
-        data = json.loads(text)
-        data["nodes"] = [NodeState(**n) for n in data.get("nodes", [])]
-        return cls(**data)
-
-
-def _run(cmd: list[str], what: str, check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    except FileNotFoundError:
-        raise SimError(f"{what}: {cmd[0]} is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise SimError(f"{what}: `{' '.join(cmd)}` did not finish in {timeout:.0f} s") from None
-    if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise SimError(f"{what}: {detail[-1] if detail else 'exit code %d' % result.returncode}")
-    return result
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-def _port_open(ip: str, port: int, timeout: float = 0.3) -> bool:
-    try:
-        with socket.create_connection((ip, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _netns_list() -> list[str]:
-    result = _run(["ip", "netns", "list"], "list network namespaces", check=False)
-    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
-
-
-def _link_exists(name: str) -> bool:
-    return _run(["ip", "link", "show", name], "inspect link", check=False).returncode == 0
 
 
 class SimFleet:
@@ -202,6 +89,15 @@ class SimFleet:
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def inventory_file(self) -> Path:
+        return self.inventory_dir / "hosts.yml"
+
+    @property
+    def fabric_dir(self) -> Path:
+        """The fleet-wide RoCE fabric table (one entry per node), seen by every node at /dev/.dapo-sim/fabric."""
+        return self.state_dir / "fabric"
+
     def load_state(self) -> FleetState | None:
         try:
             return FleetState.from_json(self.state_file.read_text())
@@ -223,7 +119,7 @@ class SimFleet:
             raise SimError("the simulated fleet needs root (network and mount namespaces)")
         missing = [tool for tool in ("ip", "unshare", "nsenter", "ssh-keygen", "git", "sha256sum")
                    if shutil.which(tool) is None]
-        missing += [path for path in (SSHD, NODE_PYTHON) if not os.path.exists(path)]
+        missing += [path for path in (node.SSHD, node.NODE_PYTHON) if not os.path.exists(path)]
         if missing:
             raise SimError(f"missing on this machine: {', '.join(missing)} "
                            "(apt-get install openssh-server iproute2 util-linux git python3 python3-venv)")
@@ -253,40 +149,23 @@ class SimFleet:
         if current is not None and current.spec == json.loads(json.dumps(asdict(spec))) and self._healthy(current):
             self.log(f"fleet of {spec.nodes} node(s) already up; nothing to do")
             return current
-        if current is not None or self._leftovers():
+        if current is not None or netns.leftovers():
             self.log("removing the previous simulated fleet")
             self.down()
         for path in (self.state_dir, self.ssh_dir, self.logs_dir):
             path.mkdir(parents=True, exist_ok=True)
-        for private in PRIVATE_DIRS:  # mount points for the nodes' own empty directories (normally all exist)
+        for private in node.PRIVATE_DIRS:  # mount points for the nodes' own empty directories (normally all exist)
             Path("/", private).mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)
 
         self.log("preparing the artifact mirror (wheels are cached after the first run)")
         mirror.prepare(self.mirror_root, self.state_dir / "cache", self.manifest, self.logs_dir / "mirror-build.log")
-        self._ensure_client_key()
-
-        nodes = []
-        for index, name in enumerate(hwmodel.node_names(spec.nodes), 1):
-            nodes.append(NodeState(
-                name=name, index=index, ip=f"{SUBNET}.{10 + index}", netns=f"{NETNS_PREFIX}{name}",
-                veth_host=f"dapo{index}h", veth_node=f"dapo{index}n",
-                dir=str(self.state_dir / "nodes" / name), data_ip=f"{DATA_SUBNET}.{10 + index}",
-                veth_data_host=f"dapo{index}d"))
-        state = FleetState(spec=asdict(spec), nodes=nodes, mirror_url=self.mirror_url, created_at=time.time())
+        access.ensure_client_key(self.key_file)
+        state = FleetState(spec=asdict(spec), nodes=self._plan_nodes(spec.nodes), mirror_url=self.mirror_url,
+                           created_at=time.time())
         self._save_state(state)  # written first, so `down` can clean up after a crashed `up`
         try:
-            self._make_bridge()
-            state.mirror_pid = self._start_mirror()
-            self._save_state(state)
-            for node in nodes:
-                self._prepare_node(node, spec, faults)
-                self._start_node(node)
-                self._save_state(state)
-            self._wait_for_sshd(nodes)
-            self._write_known_hosts(nodes)
-            self._preinstall(nodes, spec, faults)
-            self._write_inventory(nodes, spec)
+            self._bring_up(state, spec, faults)
         except BaseException:
             self.log("bring-up failed; tearing down what was started")
             try:
@@ -298,198 +177,33 @@ class SimFleet:
         self._save_state(state)
         return state
 
-    def _ensure_client_key(self) -> None:
-        if not self.key_file.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dapo-ops-sim", "-f", str(self.key_file)],
-                 "create the controller SSH key")
-        self.key_file.chmod(0o600)
+    def _plan_nodes(self, count: int) -> list[NodeState]:
+        return [NodeState(name=name, index=index, ip=netns.node_ip(index), netns=f"{NETNS_PREFIX}{name}",
+                          veth_host=f"dapo{index}h", veth_node=f"dapo{index}n",
+                          dir=str(self.state_dir / "nodes" / name), data_ip=netns.node_data_ip(index),
+                          veth_data_host=f"dapo{index}d")
+                for index, name in enumerate(hwmodel.node_names(count), 1)]
 
-    def _make_bridge(self) -> None:
-        _run(["ip", "link", "add", BRIDGE, "type", "bridge"], "create the bridge")
-        _run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE], "address the bridge")
-        _run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
-        _run(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "create the training-network bridge")
-        _run(["ip", "link", "set", DATA_BRIDGE, "up"], "bring the training-network bridge up")
+    def _bring_up(self, state: FleetState, spec: FleetSpec, faults: list[hwmodel.Fault]) -> None:
+        netns.make_bridges()
+        state.mirror_pid = mirror.start(self.mirror_root, BRIDGE_IP, MIRROR_PORT, self.logs_dir / "mirror.log")
+        self._save_state(state)
+        for n in state.nodes:
+            node.prepare(n, node_count=spec.nodes, npus_per_node=spec.npus_per_node, faults=faults,
+                         manifest=self.manifest, client_public_key=self.key_file.with_suffix(".pub"),
+                         fabric=self.fabric_dir)
+            netns.add_node(n)
+            node.start(n)
+            self._save_state(state)
+        node.wait_for_sshd(state.nodes)
+        access.write_known_hosts(state.nodes, self.known_hosts)
+        access.write_ssh_config(state.nodes, self.ssh_config, self.key_file, self.known_hosts)
+        preinstall(state.nodes, spec, faults, self.manifest, self.state_dir / "catalog-installers", self.mirror_root)
+        access.write_inventory(self.inventory_file, state.nodes, spec.npus_per_node, key_file=self.key_file,
+                               known_hosts=self.known_hosts, mirror_url=self.mirror_url,
+                               mirror_root=self.mirror_root, manifest=self.manifest)
 
-    def _start_mirror(self) -> int:
-        log = open(self.logs_dir / "mirror.log", "ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dapo_ops.sim.mirror", "--root", str(self.mirror_root), "--bind", BRIDGE_IP,
-             "--port", str(MIRROR_PORT)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
-        log.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if _port_open(BRIDGE_IP, MIRROR_PORT):
-                return proc.pid
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SimError(f"the artifact mirror did not start; see {self.logs_dir / 'mirror.log'}")
-
-    def _prepare_node(self, node: NodeState, spec: FleetSpec, faults: list[hwmodel.Fault]) -> None:
-        d = Path(node.dir)
-        if d.exists():
-            shutil.rmtree(d)
-        for sub in ("hw", "devstage", *(p.replace("/", "_") for p in PRIVATE_DIRS)):
-            (d / sub).mkdir(parents=True)
-        (d / "tmp").chmod(0o1777)
-        (d / "root").chmod(0o700)
-        for overlay in OVERLAYS + LATE_OVERLAYS:
-            key = overlay.replace("/", "_")
-            (d / "upper" / key).mkdir(parents=True)
-            (d / "work" / key).mkdir(parents=True)
-        etc = d / "upper" / "etc"
-        ssh = etc / "ssh"
-        ssh.mkdir()
-        hostkey = ssh / "dapo_host_ed25519_key"
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(hostkey)],
-             f"create {node.name}'s host key")
-        shutil.copyfile(self.key_file.with_suffix(".pub"), ssh / "dapo_authorized_keys")
-        (ssh / "dapo_sshd_config").write_text("\n".join([
-            f"ListenAddress {node.ip}", "Port 22", f"HostKey /etc/ssh/{hostkey.name}", "PidFile none",
-            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "AuthorizedKeysFile /etc/ssh/dapo_authorized_keys",
-            "StrictModes no", "UsePAM no", "UseDNS no", "PrintMotd no", "MaxSessions 100",
-            "MaxStartups 200:30:400", "Subsystem sftp internal-sftp", "AcceptEnv LANG LC_*", ""]))
-        (etc / "hostname").write_text(node.name + "\n")
-        hosts = ["127.0.0.1 localhost", f"{BRIDGE_IP} mirror"]
-        hosts += [f"{SUBNET}.{10 + i} node{i}" for i in range(1, spec.nodes + 1)]
-        (etc / "hosts").write_text("\n".join(hosts) + "\n")
-        (etc / "resolv.conf").write_text("options timeout:1 attempts:1\n")  # no DNS: fail fast, never stall
-
-        sbin = d / "upper" / "usr_local" / "sbin"
-        sbin.mkdir(parents=True)
-        for tool in ("lspci", "sim-reboot", "dkms"):
-            (sbin / tool).symlink_to("/dev/.dapo-sim/run")
-        # the node image's kernel headers, which the driver's DKMS build needs (nothing is compiled here)
-        headers = d / "upper" / "usr_src" / f"linux-headers-{os.uname().release}"
-        headers.mkdir(parents=True)
-        (headers / "Makefile").write_text(f"# kernel headers stand-in for {os.uname().release}\n")
-
-        catalog = artifacts.load_catalog()
-        model = hwmodel.build_node_model(
-            node.name, node.index, spec.npus_per_node, faults, chip_name=self.manifest.platform["chip_name"],
-            hbm_mb=int(self.manifest.platform["hbm_mb"]), factory_firmware=catalog["factory_firmware"],
-            mcu_version=catalog["mcu_version"])
-        (d / "hw" / "hw.json").write_text(json.dumps(model, indent=1, sort_keys=True))
-        # the fleet-wide RoCE fabric table (one entry per node), seen by every node at /dev/.dapo-sim/fabric
-        (d / "hw" / "fabric").mkdir()
-        (self.state_dir / "fabric").mkdir(exist_ok=True)
-        (self.state_dir / "fabric" / f"{node.name}.json").write_text(json.dumps(hwmodel.fabric_entry(model)))
-        (d / "hw" / "boot_id").write_text(model["boot_id"] + "\n")
-        shutil.copyfile(artifacts.ASSETS / EMU_NAME, d / "hw" / EMU_NAME)
-        shutil.copyfile(artifacts.ASSETS / "run.sh", d / "hw" / "run")
-        (d / "hw" / "run").chmod(0o755)
-
-        conf = []
-        for npu in model["npus"]:
-            if npu["present"] and npu["device_ip"]:
-                conf += [f"address_{npu['id']}={npu['device_ip']}", f"netmask_{npu['id']}={npu['netmask']}"]
-        (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
-        present = [n["id"] for n in model["npus"] if n["present"]]
-        (d / "init.sh").write_text(self._init_script(node, d, present))
-
-    @staticmethod
-    def _init_script(node: NodeState, d: Path, npus: list[int]) -> str:
-        def overlay_line(overlay: str) -> str:
-            key = overlay.replace("/", "_")
-            return (f"mount -t overlay dapo-{key} -o lowerdir=/{overlay},upperdir={d}/upper/{key},"
-                    f"workdir={d}/work/{key} /{overlay}")
-
-        overlay_lines = [overlay_line(o) for o in OVERLAYS]
-        dev = f"{d}/devstage"
-        davinci = " ".join(f"davinci{k}" for k in npus)
-        return "\n".join([
-            "#!/bin/sh",
-            f"# PID 1 of simulated node {node.name}: private mounts, then sshd.",
-            "set -eu",
-            f"hostname {node.name}",
-            *overlay_lines,
-            *(f"mount --bind {d}/{p.replace('/', '_')} /{p}" for p in PRIVATE_DIRS),
-            f"mount -t tmpfs -o mode=0755,size=64m dapo-dev {dev}",
-            f"for n in null zero full random urandom tty; do touch {dev}/$n; mount --bind /dev/$n {dev}/$n; done",
-            f"mkdir {dev}/pts {dev}/shm {dev}/.dapo-sim",
-            f"mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {dev}/pts",
-            f"ln -s pts/ptmx {dev}/ptmx",
-            f"mount -t tmpfs -o mode=1777,size=2g shm {dev}/shm",
-            f"ln -s /proc/self/fd {dev}/fd",
-            f"ln -s /proc/self/fd/0 {dev}/stdin; ln -s /proc/self/fd/1 {dev}/stdout; ln -s /proc/self/fd/2 {dev}/stderr",
-            f"mount --bind {d}/hw {dev}/.dapo-sim",
-            f"mount --bind {d.parent.parent}/fabric {dev}/.dapo-sim/fabric",
-            f"cd {dev} && touch {davinci} davinci_manager devmm_svm hisi_hdc && cd /",
-            f"mount --move {dev} /dev",
-            *(overlay_line(o) for o in LATE_OVERLAYS),
-            "mkdir -p /run/sshd",
-            f"exec {SSHD} -D -f /etc/ssh/dapo_sshd_config -E /var/log/sshd.log",
-            "",
-        ])
-
-    def _start_node(self, node: NodeState) -> None:
-        _run(["ip", "netns", "add", node.netns], f"create {node.netns}")
-        _run(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node],
-             f"create {node.name}'s veth")
-        _run(["ip", "link", "set", node.veth_host, "master", BRIDGE, "up"], f"attach {node.name} to the bridge")
-        _run(["ip", "link", "set", node.veth_node, "netns", node.netns], f"move {node.name}'s veth")
-        for args in (["link", "set", "lo", "up"], ["addr", "add", f"{node.ip}/24", "dev", node.veth_node],
-                     ["link", "set", node.veth_node, "up"]):
-            _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s network")
-        data_peer = f"dapo{node.index}e"
-        _run(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer],
-             f"create {node.name}'s training-network veth")
-        _run(["ip", "link", "set", node.veth_data_host, "master", DATA_BRIDGE, "up"],
-             f"attach {node.name} to the training network")
-        _run(["ip", "link", "set", data_peer, "netns", node.netns], f"move {node.name}'s training-network veth")
-        for args in (["link", "set", data_peer, "name", DATA_NIC], ["addr", "add", f"{node.data_ip}/24", "dev", DATA_NIC],
-                     ["link", "set", DATA_NIC, "up"]):
-            _run(["ip", "-n", node.netns, *args], f"configure {node.name}'s training network")
-        log = open(Path(node.dir) / "init.log", "ab")
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
-             "--propagation", "private", "--mount-proc", "/bin/sh", str(Path(node.dir) / "init.sh")],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        log.close()
-        node.unshare_pid = proc.pid
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not node.pid1:
-            kids = _children(proc.pid)
-            node.pid1 = kids[0] if kids else None
-            if proc.poll() is not None:
-                break
-            time.sleep(0.01)
-        if not node.pid1:
-            raise SimError(f"{node.name} did not start; see {node.dir}/init.log")
-
-    def _wait_for_sshd(self, nodes: list[NodeState], timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        pending = list(nodes)
-        while pending and time.monotonic() < deadline:
-            pending = [n for n in pending if not _port_open(n.ip, 22)]
-            for node in pending:
-                if not _alive(node.pid1):
-                    tail = (Path(node.dir) / "init.log").read_text(errors="replace").strip().splitlines()[-3:]
-                    raise SimError(f"{node.name} stopped while starting: {' | '.join(tail) or 'no output'}")
-            if pending:
-                time.sleep(0.05)
-        if pending:
-            raise SimError(f"sshd did not come up on {', '.join(n.name for n in pending)} in {timeout:.0f} s")
-
-    def _write_known_hosts(self, nodes: list[NodeState]) -> None:
-        lines = []
-        for node in nodes:
-            pub = (Path(node.dir) / "upper/etc/ssh/dapo_host_ed25519_key.pub").read_text().split()
-            lines.append(f"{node.ip} {pub[0]} {pub[1]}")
-        self.known_hosts.write_text("\n".join(lines) + "\n")
-        config = []
-        for node in nodes:
-            config += [f"Host {node.name} {node.ip}", f"  HostName {node.ip}", "  User root",
-                       f"  IdentityFile {self.key_file}", "  IdentitiesOnly yes",
-                       f"  UserKnownHostsFile {self.known_hosts}", "  StrictHostKeyChecking yes",
-                       "  ConnectTimeout 5", ""]
-        self.ssh_config.write_text("\n".join(config))
-
-    # ------------------------------------------------------------------------------------------ preinstall
+    # ------------------------------------------------------------------------------------------ in the nodes
 
     def stage(self, files: dict[str, bytes], skip: tuple[str, ...] = ()) -> list[str]:
         """Write job files (absolute /data paths) into every node's own /data but the `skip` ones."""
@@ -502,144 +216,46 @@ class SimFleet:
         if unknown:
             raise UsageError(f"--skip {', '.join(unknown)}: not a node of this fleet")
         staged = []
-        for node in state.nodes:
-            if node.name in skip:
+        for n in state.nodes:
+            if n.name in skip:
                 continue
             for path, data in files.items():
-                target = node_path(Path(node.dir), path)
+                target = node_path(Path(n.dir), path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            staged.append(node.name)
+            staged.append(n.name)
         return staged
 
     def exec_in_node(self, node: NodeState, command: list[str], timeout: float = 120,
                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run a command inside a node (all its namespaces), as its own processes would."""
-        base_env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
-                    "LANG": "C.UTF-8"}
-        return subprocess.run(["nsenter", "-t", str(node.pid1), "-m", "-u", "-p", "-n", "--", *command],
-                              capture_output=True, text=True, timeout=timeout, env={**base_env, **(env or {})})
-
-    def _preinstall(self, nodes: list[NodeState], spec: FleetSpec, faults: list[hwmodel.Fault]) -> None:
-        """Start nodes on an already installed HDK/CANN when --provisioned or a fault knob asks for one."""
-        catalog = artifacts.load_catalog()
-        firmware_driver = {fw: info["package_version"] for fw, info in catalog["firmwares"].items()}
-        pinned = {k: self.manifest.artifact(k).version for k in ("driver", "firmware")}
-        firmware_driver[pinned["firmware"]] = pinned["driver"]
-        build_dir = self.state_dir / "catalog-installers"
-        build_dir.mkdir(exist_ok=True)
-        for node in nodes:
-            start = hwmodel.hdk_start(node.name, faults, spec.provisioned, pinned["driver"], pinned["firmware"],
-                                      firmware_driver)
-            steps: list[tuple[list[str], dict]] = []
-            for component, version, flags in (("driver", start.driver, ["--full", "--install-for-all"]),
-                                              ("firmware", start.firmware, ["--full"])):
-                if version is None:
-                    continue
-                package = artifacts.catalog_package(self.manifest, component, version)
-                path = build_dir / package.file
-                path.write_bytes(artifacts.build(package))
-                steps.append((["bash", str(path), *flags, "--quiet", "--nox11"], {}))
-            if steps:
-                steps.append(([REBOOT_COMMAND], {}))
-            if start.half_installed:
-                steps.append((["rm", "-f", "/usr/local/Ascend/driver/tools/upgrade-tool"], {}))
-            if spec.provisioned:
-                art = mirror.MirrorLayout(self.mirror_root).artifacts
-                toolkit_env = {"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest"}
-                steps += [
-                    (["bash", str(art / self.manifest.artifact("cann_toolkit").file), "--full", "--quiet"], {}),
-                    (["bash", str(art / self.manifest.artifact("cann_kernels").file), "--install", "--quiet"], {}),
-                    (["bash", str(art / self.manifest.artifact("cann_nnal").file), "--install", "--quiet"],
-                     toolkit_env),
-                ]
-            for command, env in steps:
-                result = self.exec_in_node(node, command, env=env)
-                if result.returncode not in (0, 2):
-                    out = (result.stdout + result.stderr).strip().splitlines()
-                    raise SimError(f"preinstall on {node.name} failed ({' '.join(command[:2])}): "
-                                   f"{out[-1] if out else result.returncode}")
-            extra = hwmodel.installer_faults(node.name, faults)
-            if extra:
-                hw_file = Path(node.dir) / "hw" / "hw.json"
-                model = json.loads(hw_file.read_text())
-                model["faults"].update(extra)
-                hw_file.write_text(json.dumps(model, indent=1, sort_keys=True))
-
-    # ------------------------------------------------------------------------------------------- inventory
-
-    def _write_inventory(self, nodes: list[NodeState], spec: FleetSpec) -> None:
-        """inventory/sim/hosts.yml: the nodes plus the connection and artifact-source variables."""
-        inventory = {
-            "all": {
-                "children": {
-                    "npu_nodes": {
-                        "hosts": {n.name: {"ansible_host": n.ip, "dapo_hccl_ifname": DATA_NIC} for n in nodes},
-                    },
-                },
-                "vars": {
-                    "ansible_user": "root",
-                    "ansible_ssh_private_key_file": str(self.key_file),
-                    "ansible_ssh_common_args": (f"-o UserKnownHostsFile={self.known_hosts} "
-                                                "-o StrictHostKeyChecking=yes"),
-                    "ansible_python_interpreter": NODE_PYTHON,
-                    "dapo_known_hosts": str(self.known_hosts),
-                    "npus_per_node": spec.npus_per_node,
-                    "dapo_artifact_url": f"{self.mirror_url}/artifacts",
-                    "dapo_pip_index_url": f"{self.mirror_url}/simple",
-                    "dapo_pip_trusted_host": BRIDGE_IP,
-                    "dapo_git_base_url": f"{self.mirror_url}/git",
-                    # the nodes' lock, with the stand-in wheels' hashes for the NPU-bound packages
-                    "dapo_stack_lock": str(mirror.MirrorLayout(self.mirror_root).lock),
-                    # byte-compiling the ~200 locked packages costs a 2-core host ~25 s per node
-                    "dapo_pip_compile": False,
-                    # the commits the mirror's stand-in repositories carry at the pinned tags
-                    "dapo_source_commits": repos.tag_commits(mirror.MirrorLayout(self.mirror_root).git,
-                                                             self.manifest),
-                    "dapo_reboot_command": REBOOT_COMMAND,
-                    "dapo_boot_time_command": BOOT_TIME_COMMAND,
-                },
-            }
-        }
-        self.inventory_dir.mkdir(parents=True, exist_ok=True)
-        header = ("# Written by `dapo-ops sim up` for the simulated fleet; rewritten on every `sim up`.\n"
-                  "# Do not edit: change the simulator's options instead.\n")
-        target = self.inventory_dir / "hosts.yml"
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
-        tmp.replace(target)
+        return exec_in(node, command, timeout=timeout, env=env)
 
     # ---------------------------------------------------------------------------------------------- status
 
     def _healthy(self, state: FleetState) -> bool:
-        return all(_alive(n.pid1) and _port_open(n.ip, 22) for n in state.nodes) and _alive(state.mirror_pid)
+        return all(alive(n.pid1) and port_open(n.ip, 22) for n in state.nodes) and alive(state.mirror_pid)
 
     def status(self) -> dict:
         state = self.load_state()
         if state is None:
-            leftovers = self._leftovers()
-            return {"up": False, "nodes": [], "leftovers": leftovers}
+            return {"up": False, "nodes": [], "leftovers": netns.leftovers()}
         nodes = []
         for n in state.nodes:
             nodes.append({
                 "name": n.name, "ip": n.ip, "data_ip": n.data_ip, "data_nic": DATA_NIC, "netns": n.netns,
-                "netns_exists": n.netns in _netns_list(), "pid1_alive": _alive(n.pid1),
-                "sshd": _port_open(n.ip, 22) if _alive(n.pid1) else False,
+                "netns_exists": n.netns in netns.netns_list(), "pid1_alive": alive(n.pid1),
+                "sshd": port_open(n.ip, 22) if alive(n.pid1) else False,
             })
         return {
-            "up": all(n["sshd"] for n in nodes) and _alive(state.mirror_pid),
+            "up": all(n["sshd"] for n in nodes) and alive(state.mirror_pid),
             "spec": state.spec, "nodes": nodes,
-            "mirror": {"url": state.mirror_url, "alive": _alive(state.mirror_pid)},
-            "inventory": str(self.inventory_dir / "hosts.yml"), "known_hosts": str(self.known_hosts),
+            "mirror": {"url": state.mirror_url, "alive": alive(state.mirror_pid)},
+            "inventory": str(self.inventory_file), "known_hosts": str(self.known_hosts),
             "ssh_config": str(self.ssh_config), "up_seconds": state.up_seconds,
         }
 
     # ------------------------------------------------------------------------------------------------ down
-
-    def _leftovers(self) -> dict[str, list[str]]:
-        found = {"netns": [ns for ns in _netns_list() if ns.startswith(NETNS_PREFIX)],
-                 "links": [b for b in (BRIDGE, DATA_BRIDGE) if _link_exists(b)]}
-        return {k: v for k, v in found.items() if v}
 
     def down(self) -> dict[str, list[str]]:
         """Remove every trace of the fleet: node processes, namespaces, links, the mirror, the node disks."""
@@ -648,58 +264,25 @@ class SimFleet:
         removed: dict[str, list[str]] = {"processes": [], "netns": [], "links": []}
         state = self.load_state()
         if state is not None:
-            for node in state.nodes:
-                for pid, marker in ((node.pid1, "dapo_sshd_config"), (node.unshare_pid, node.dir)):
-                    if _alive(pid) and marker in _cmdline(pid):
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                            removed["processes"].append(f"{node.name}:{pid}")
-                        except ProcessLookupError:
-                            pass
-            if _alive(state.mirror_pid) and "dapo_ops.sim.mirror" in _cmdline(state.mirror_pid):
-                os.kill(state.mirror_pid, signal.SIGTERM)
-                removed["processes"].append(f"mirror:{state.mirror_pid}")
-        for ns in [ns for ns in _netns_list() if ns.startswith(NETNS_PREFIX)]:
-            pids = _run(["ip", "netns", "pids", ns], "list namespace processes", check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                    removed["processes"].append(f"{ns}:{pid}")
-                except (ProcessLookupError, ValueError):
-                    pass
-            _wait_gone([int(p) for p in pids if p.isdigit()])
-            _run(["ip", "netns", "del", ns], f"delete {ns}", check=False)
-            removed["netns"].append(ns)
-            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
-        for link in self._stray_links():
-            _run(["ip", "link", "del", link], f"delete {link}", check=False)
-            removed["links"].append(link)
+            self._stop_processes(state, removed)
+        netns.remove_namespaces(removed)
+        netns.remove_links(removed)
         if state is not None:
-            _wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
-                       ([state.mirror_pid] if state.mirror_pid else []))
+            wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
+                      ([state.mirror_pid] if state.mirror_pid else []))
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
-        shutil.rmtree(self.state_dir / "fabric", ignore_errors=True)
-        for path in (self.state_file, self.inventory_dir / "hosts.yml", self.known_hosts, self.ssh_config):
+        shutil.rmtree(self.fabric_dir, ignore_errors=True)
+        for path in (self.state_file, self.inventory_file, self.known_hosts, self.ssh_config):
             if path.exists():
                 path.unlink()
         return removed
 
     @staticmethod
-    def _stray_links() -> list[str]:
-        out = _run(["ip", "-o", "link", "show"], "list links", check=False).stdout
-        names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-        return [n for n in names if n in (BRIDGE, DATA_BRIDGE) or
-                (n.startswith("dapo") and n[4:-1].isdigit() and n[-1] in "hnde")]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _wait_gone(pids: list[int], timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.02)
+    def _stop_processes(state: FleetState, removed: dict[str, list[str]]) -> None:
+        """Kill each node's PID 1 (which stops the node) and its unshare, then stop the mirror."""
+        for n in state.nodes:
+            for pid, marker in ((n.pid1, Path(node.SSHD_CONFIG).name), (n.unshare_pid, n.dir)):
+                if kill_if_ours(pid, marker, signal.SIGKILL):
+                    removed["processes"].append(f"{n.name}:{pid}")
+        if kill_if_ours(state.mirror_pid, "dapo_ops.sim.mirror", signal.SIGTERM):
+            removed["processes"].append(f"mirror:{state.mirror_pid}")

@@ -18,12 +18,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.sim import artifacts, conda_channel, repos, wheels
+from dapo_ops.sim.proc import port_open
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,24 @@ def serve(root: Path, bind: str, port: int) -> None:
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     with http.server.ThreadingHTTPServer((bind, port), handler) as server:
         server.serve_forever()
+
+
+def start(root: Path, bind: str, port: int, log_file: Path) -> int:
+    """Serve the mirror from a detached process (this module's main); return its PID once the port answers."""
+    log = open(log_file, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dapo_ops.sim.mirror", "--root", str(root), "--bind", bind, "--port", str(port)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    log.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if port_open(bind, port):
+            return proc.pid
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise SimError(f"the artifact mirror did not start; see {log_file}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,8 +8,10 @@
     upgrade-tool --device_index -1 --component -1 --version
     sim-reboot   activate pending driver/firmware, new boot id (the Ansible reboot module's reboot_command)
 
-Driven by the node's hardware model (/dev/.dapo-sim/hw.json) and the installed version files, following the
-formats in docs/ascend-formats.md §3 exactly. Not a vendor tool; stdlib only, runs on the node's python3.
+Driven by the node's hardware model (/dev/.dapo-sim/hw.json) and the installed version files. The output copies
+published samples of the real tools: `npu-smi info` from an 8x910B3 host's dump (vllm-project/vllm-ascend#198) and
+public 910B setup guides; hccn_tool and lspci from public samples and the MindCluster docs (docs/ascend-formats.md
+§3). Not a vendor tool; stdlib only, runs on the node's python3.
 """
 
 import json

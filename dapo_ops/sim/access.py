@@ -1,0 +1,81 @@
+"""How the controller reaches the simulated nodes: its SSH key, known_hosts, ssh config and the Ansible inventory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from dapo_ops.manifest import StackManifest
+from dapo_ops.sim import mirror, node, repos
+from dapo_ops.sim.netns import BRIDGE_IP, DATA_NIC
+from dapo_ops.sim.proc import run
+from dapo_ops.sim.state import NodeState
+
+INVENTORY_HEADER = ("# Written by `dapo-ops sim up` for the simulated fleet; rewritten on every `sim up`.\n"
+                    "# Do not edit: change the simulator's options instead.\n")
+
+
+def ensure_client_key(key_file: Path) -> None:
+    if not key_file.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dapo-ops-sim", "-f", str(key_file)],
+            "create the controller SSH key")
+    key_file.chmod(0o600)
+
+
+def write_known_hosts(nodes: list[NodeState], known_hosts: Path) -> None:
+    """Pre-seeded from the host keys the nodes were given, so that clients can check host keys strictly."""
+    lines = []
+    for n in nodes:
+        pub = node.host_public_key(n).read_text().split()
+        lines.append(f"{n.ip} {pub[0]} {pub[1]}")
+    known_hosts.write_text("\n".join(lines) + "\n")
+
+
+def write_ssh_config(nodes: list[NodeState], ssh_config: Path, key_file: Path, known_hosts: Path) -> None:
+    config = []
+    for n in nodes:
+        config += [f"Host {n.name} {n.ip}", f"  HostName {n.ip}", "  User root",
+                   f"  IdentityFile {key_file}", "  IdentitiesOnly yes",
+                   f"  UserKnownHostsFile {known_hosts}", "  StrictHostKeyChecking yes",
+                   "  ConnectTimeout 5", ""]
+    ssh_config.write_text("\n".join(config))
+
+
+def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *, key_file: Path,
+                    known_hosts: Path, mirror_url: str, mirror_root: Path, manifest: StackManifest) -> None:
+    """inventory/sim/hosts.yml: the nodes plus the connection and artifact-source variables."""
+    layout = mirror.MirrorLayout(mirror_root)
+    inventory = {
+        "all": {
+            "children": {
+                "npu_nodes": {
+                    "hosts": {n.name: {"ansible_host": n.ip, "dapo_hccl_ifname": DATA_NIC} for n in nodes},
+                },
+            },
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(key_file),
+                "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+                "ansible_python_interpreter": node.NODE_PYTHON,
+                "dapo_known_hosts": str(known_hosts),
+                "npus_per_node": npus_per_node,
+                "dapo_artifact_url": f"{mirror_url}/artifacts",
+                "dapo_pip_index_url": f"{mirror_url}/simple",
+                "dapo_pip_trusted_host": BRIDGE_IP,
+                "dapo_git_base_url": f"{mirror_url}/git",
+                # the nodes' lock, with the stand-in wheels' hashes for the NPU-bound packages
+                "dapo_stack_lock": str(layout.lock),
+                # byte-compiling the ~200 locked packages costs a 2-core host ~25 s per node
+                "dapo_pip_compile": False,
+                # the commits the mirror's stand-in repositories carry at the pinned tags
+                "dapo_source_commits": repos.tag_commits(layout.git, manifest),
+                "dapo_reboot_command": node.REBOOT_COMMAND,
+                "dapo_boot_time_command": node.BOOT_TIME_COMMAND,
+            },
+        }
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(INVENTORY_HEADER + yaml.safe_dump(inventory, sort_keys=False))
+    tmp.replace(target)
