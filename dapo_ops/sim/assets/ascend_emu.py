@@ -245,7 +245,7 @@ def npu_smi(args):
 
 
 def write_hccn_conf(hw):
-    # The keys and their order follow /etc/hccn.conf as the real hccn_tool writes it (ascend.md §3.3).
+    # The keys and their order follow /etc/hccn.conf as the real hccn_tool writes it (docs/ascend-formats.md §3.3).
     lines = []
     for npu in present(hw):
         i = npu["id"]
@@ -383,7 +383,7 @@ def hccn_tool(args):
             return ""
         return "netdetect address: %s" % (npu.get("netdetect") or "")
     if "-gateway" in args:
-        # -gateway -s gateway G (ascend.md §3.3); read back as 'default gateway:G, Iface:ethN'.
+        # -gateway -s gateway G (docs/ascend-formats.md §3.3); read back as 'default gateway:G, Iface:ethN'.
         if setting:
             gateway = option(args, "gateway")
             if not gateway:
@@ -393,7 +393,7 @@ def hccn_tool(args):
             return ""
         return "default gateway:%s, Iface:eth%d" % (npu.get("gateway") or "", npu_id)
     if "-ping" in args and getting:
-        # Output as the real tool prints it: ascend.md §3.3 for the answered ping; an unanswered probe prints
+        # Output as the real tool prints it: docs/ascend-formats.md §3.3 for the answered ping; an unanswered probe prints
         # 'recv time out seq=K' and the summary counts it (Huawei MindIE multi-node guide; MindCluster's
         # troubleshooting guide: '3 packets transmitted, 0 received, 100.00% packet loss' = broken RoCE network).
         target = option(args, "address")

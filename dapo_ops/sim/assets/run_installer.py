@@ -1,10 +1,10 @@
 # Stand-in for a vendor .run installer (driver, firmware, CANN toolkit / kernels / nnal) in the dapo-ops
-# simulated fleet. Flags, messages, version files and exit codes follow shared/reference/ascend.md §2.
+# simulated fleet. Flags, messages, version files and exit codes follow docs/ascend-formats.md §2.
 # Exit codes: 0 done; 2 done, reboot required (the real packages' meaning of 2 is undocumented; ascend-deployer
 # `library/process_npu.py` takes ok_returns=[0, 2] and then asks for a reboot); 1 failed. PACKAGE (prepended by the
 # builder) describes the package.
-# Reboot: exit 2 always comes with the real "reboot" line (ascend.md §2.3, from the public 910B setup blog, the driver
-# install scripts and a public RPM install log): the driver when it cannot hot-reset, i.e. a driver is loaded (an
+# Reboot: exit 2 always comes with the real "reboot" line (docs/ascend-formats.md §2.3, from the public 910B setup
+# blog, the driver install scripts and a public RPM install log): the driver when it cannot hot-reset, i.e. a driver is loaded (an
 # upgrade, a --force reinstall, an uninstall): "[WARNING]Kernel modules can not be removed, reboot needed..." then
 # "Reboot needed for installation/upgrade to take effect!"; the firmware after every install or upgrade: "Reboot
 # now or after driver installation for the installation/upgrade to take effect."; a first driver install with
