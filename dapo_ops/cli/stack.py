@@ -113,6 +113,7 @@ def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: t
     from dapo_ops.manifest import load_manifest
     from dapo_ops.paths import PROJECT_ROOT
     from dapo_ops.stack import wheelhouse as wh
+    from dapo_ops.stack.platform_tags import glibc_max
 
     out = Output(as_json)
     manifest = load_manifest()
@@ -129,7 +130,7 @@ def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: t
         summary = wh.build(directory, lock_path, arch, manifest.python_version, only,
                            progress=lambda label, done, total: bar.update(task, description=label, completed=done,
                                                                            total=total),
-                           glibc=wh.glibc_max(spec.python_platform if spec else None),
+                           glibc=glibc_max(spec.python_platform if spec else None),
                            index_url=manifest.lock.index_url if manifest.lock else None,
                            extra_index_urls=spec.extra_index_urls if spec else ())
     for warning in summary.warnings:

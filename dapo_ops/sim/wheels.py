@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dapo_ops.errors import DapoError, SimError
 from dapo_ops.manifest import LockPlatform, StackManifest
-from dapo_ops.stack import index, wheelhouse
+from dapo_ops.stack import index, platform_tags, wheelhouse
 from dapo_ops.stack.lock import parse_lock
 from dapo_ops.stack.wheelhouse import sha256_of
 from packaging.utils import canonicalize_version
@@ -240,7 +240,7 @@ def fetch_locked_files(cache: Path, manifest: StackManifest, log: Path) -> list[
     arch = os.uname().machine
     try:
         summary = wheelhouse.build(cache, lock_path, arch, manifest.python_version, only=only,
-                                   glibc=wheelhouse.glibc_max(platform.python_platform))
+                                   glibc=platform_tags.glibc_max(platform.python_platform))
     except DapoError as exc:
         raise SimError(f"could not fetch the locked packages for the simulated mirror: {exc}") from None
     with open(log, "a") as out:
@@ -249,7 +249,7 @@ def fetch_locked_files(cache: Path, manifest: StackManifest, log: Path) -> list[
     wanted = {(name, canonicalize_version(locked[name].version)) for name in only}
     files = []
     for path in sorted((cache / "files").iterdir()):  # the cache may also hold files of an earlier lock
-        identity = wheelhouse.file_identity(path.name)
+        identity = platform_tags.file_identity(path.name)
         if identity and (identity[0], identity[1]) in wanted:
             files.append(path)
     return files
@@ -279,7 +279,7 @@ def render_sim_lock(lock_text: str, source: str, standins: list[Path]) -> str:
     packages = parse_lock(lock_text, source)
     standin_hashes: dict[str, dict[str, str]] = {}
     for path in standins:
-        identity = wheelhouse.file_identity(path.name)
+        identity = platform_tags.file_identity(path.name)
         if identity:
             standin_hashes.setdefault(identity[0], {})[identity[1]] = sha256_of(path)
     lines = [f"# The simulated fleet's lock: {source} with the stand-in wheels' hashes for",

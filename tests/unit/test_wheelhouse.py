@@ -10,6 +10,7 @@ import pytest
 
 from dapo_ops.cli import main
 from dapo_ops.errors import UsageError
+from dapo_ops.stack import platform_tags as tags
 from dapo_ops.stack import wheelhouse as wh
 from dapo_ops.stack.index import index_pages, project_of, write_index
 from dapo_ops.stack.lock import parse_lock
@@ -67,13 +68,13 @@ def test_write_index_hashes_the_files(tmp_path):
 
 
 def test_pip_platforms_name_every_manylinux_tag_of_the_arch():
-    aarch64 = wh.pip_platforms("aarch64")
+    aarch64 = tags.pip_platforms("aarch64")
     assert aarch64[0] == "manylinux_2_28_aarch64" and "manylinux2014_aarch64" in aarch64
     assert "manylinux_2_17_aarch64" in aarch64 and "manylinux_2_16_aarch64" not in aarch64
     assert aarch64[-1] == "any" and not any("x86_64" in p for p in aarch64)
-    assert {"manylinux1_x86_64", "manylinux2010_x86_64", "manylinux_2_28_x86_64"} <= set(wh.pip_platforms("x86_64"))
+    assert {"manylinux1_x86_64", "manylinux2010_x86_64", "manylinux_2_28_x86_64"} <= set(tags.pip_platforms("x86_64"))
     with pytest.raises(UsageError, match="unknown platform 'ppc64le'"):
-        wh.pip_platforms("ppc64le")
+        tags.pip_platforms("ppc64le")
 
 
 @pytest.mark.parametrize("filename, arch, ok", [
@@ -88,23 +89,23 @@ def test_pip_platforms_name_every_manylinux_tag_of_the_arch():
     ("x-1.0-cp38-abi3-manylinux2014_aarch64.whl", "aarch64", True),           # stable ABI
 ])
 def test_target_tags(filename, arch, ok):
-    tags = wh.file_identity(filename)[2]
-    assert bool(tags & wh.target_tags(arch, "3.11")) is ok
+    file_tags = tags.file_identity(filename)[2]
+    assert bool(file_tags & tags.target_tags(arch, "3.11")) is ok
 
 
 def test_select_applies_markers_and_only():
     locked = _lock(LOCK + 'nvidia-nccl==2.1 ; platform_machine == "x86_64" \\\n    --hash=sha256:' + "f" * 64 + "\n")
-    assert [p.name for p in wh.select(locked, "aarch64", "3.11")] == ["idna", "pyyaml", "six"]
-    assert "nvidia-nccl" in [p.name for p in wh.select(locked, "x86_64", "3.11")]
-    assert [p.name for p in wh.select(locked, "aarch64", "3.11", only=("PyYAML", "six"))] == ["pyyaml", "six"]
+    assert [p.name for p in tags.select(locked, "aarch64", "3.11")] == ["idna", "pyyaml", "six"]
+    assert "nvidia-nccl" in [p.name for p in tags.select(locked, "x86_64", "3.11")]
+    assert [p.name for p in tags.select(locked, "aarch64", "3.11", only=("PyYAML", "six"))] == ["pyyaml", "six"]
     with pytest.raises(UsageError, match="not in the lock: requests"):
-        wh.select(locked, "aarch64", "3.11", only=("requests",))
+        tags.select(locked, "aarch64", "3.11", only=("requests",))
 
 
 def test_plan_keeps_good_files_replaces_bad_ones_and_ignores_other_platforms():
-    packages = wh.select(_lock(), "aarch64", "3.11")
+    packages = tags.select(_lock(), "aarch64", "3.11")
     present = {SIX: SIX_SHA, IDNA: "0" * 64, PYYAML_X86: PYYAML_AARCH64_SHA, "README": "1" * 64}
-    steps = {s.package.name: s for s in wh.plan(packages, present, wh.target_tags("aarch64", "3.11"))}
+    steps = {s.package.name: s for s in wh.plan(packages, present, tags.target_tags("aarch64", "3.11"))}
     assert steps["six"].action == "keep" and steps["six"].good == (SIX,)
     assert steps["idna"].action == "replace" and steps["idna"].bad == (IDNA,)
     assert steps["pyyaml"].action == "download"        # the x86_64 file is not the aarch64 one
@@ -120,7 +121,7 @@ def test_pip_download_command():
     assert command[command.index("--python-version") + 1] == "3.11"
     assert command[command.index("--abi") + 1] == "cp311" and command[command.index("--implementation") + 1] == "cp"
     platforms = [command[i + 1] for i, arg in enumerate(command) if arg == "--platform"]
-    assert platforms == wh.pip_platforms("aarch64")
+    assert platforms == tags.pip_platforms("aarch64")
     sdist = wh.pip_download_command(Path("/d"), Path("/r.txt"), "aarch64", "3.11", sdist_of="antlr4-python3-runtime")
     assert "--no-binary=antlr4-python3-runtime" in sdist and "--platform" not in sdist and "--require-hashes" in sdist
 
