@@ -166,42 +166,66 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}: expected a whole number, got {value!r}")
+    return value
+
+
+def _float(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise SpecError(f"{where}: expected a string, got {value!r}")
+    return str(value)
+
+
+_SCALARS = {bool: _bool, int: _int, float: _float, str: _str}
+
+
+def _optional(value: Any, hint: Any, where: str) -> Any:
+    if value is None:
+        if type(None) in typing.get_args(hint):
+            return None
+        raise SpecError(f"{where}: must not be empty")
+    options = [a for a in typing.get_args(hint) if a is not type(None)]
+    return _convert(value, options[0], where)
+
+
+def _tuple(value: Any, hint: Any, where: str) -> tuple:
+    if not isinstance(value, list):
+        raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
+    return tuple(_convert(v, typing.get_args(hint)[0], f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _mapping(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return {str(k): str(_convert(v, str | int | float, f"{where}.{k}")) for k, v in value.items()}
+
+
 def _convert(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None:
-            if type(None) in typing.get_args(hint):
-                return None
-            raise SpecError(f"{where}: must not be empty")
-        return _convert(value, options[0], where)
+        return _optional(value, hint, where)
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     if origin is tuple:
-        if not isinstance(value, list):
-            raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
-        return tuple(_convert(v, typing.get_args(hint)[0], f"{where}[{i}]") for i, v in enumerate(value))
+        return _tuple(value, hint, where)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise SpecError(f"{where}: expected a mapping, got {type(value).__name__}")
-        return {str(k): str(_convert(v, str | int | float, f"{where}.{k}")) for k, v in value.items()}
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise SpecError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"{where}: expected a whole number, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise SpecError(f"{where}: expected a string, got {value!r}")
-        return str(value)
-    return value
+        return _mapping(value, where)
+    check = _SCALARS.get(hint)
+    return check(value, where) if check else value
 
 
 def _build(cls: type, data: Any, where: str) -> Any:

@@ -130,22 +130,21 @@ def _explain(message: str, base: dict) -> str:
     return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
 
 
-def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
-    """What verl does not check before the NPUs are allocated. `spec` is placed on the inventory (placement.place):
-    its nodes and NPUs per node are the ones the job will get."""
+def _not_positive(spec: JobSpec) -> list[str]:
     c, d, a, act, r = spec.cluster, spec.data, spec.algorithm, spec.actor, spec.rollout
-    world = world_size(spec)
-    sp, tp = act.ulysses_sequence_parallel_size, r.tensor_parallel_size
-    errors = []
     positive = {"cluster.nodes": c.nodes, "cluster.npus_per_node": c.npus_per_node,
-                "actor.ulysses_sequence_parallel_size": sp, "rollout.tensor_parallel_size": tp,
+                "actor.ulysses_sequence_parallel_size": act.ulysses_sequence_parallel_size,
+                "rollout.tensor_parallel_size": r.tensor_parallel_size,
                 "data.train_batch_size": d.train_batch_size, "data.gen_batch_size": d.gen_batch_size,
                 "algorithm.ppo_mini_batch_size": a.ppo_mini_batch_size, "algorithm.n_responses": a.n_responses,
                 "data.max_prompt_length": d.max_prompt_length, "data.max_response_length": d.max_response_length,
                 "actor.max_token_len_per_npu": act.max_token_len_per_npu}
-    bad = [k for k, v in positive.items() if v <= 0]
-    if bad:
-        return [f"{k} must be a positive number" for k in bad]
+    return [f"{k} must be a positive number" for k, v in positive.items() if v <= 0]
+
+
+def _parallelism(spec: JobSpec, world: int) -> list[str]:
+    c, sp, tp = spec.cluster, spec.actor.ulysses_sequence_parallel_size, spec.rollout.tensor_parallel_size
+    errors = []
     if world % sp:
         errors.append(f"actor.ulysses_sequence_parallel_size {sp} does not divide the world size {world} "
                       f"({c.nodes} x {c.npus_per_node})")
@@ -154,6 +153,12 @@ def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
     if c.npus_per_node % tp:
         errors.append(f"rollout.tensor_parallel_size {tp} does not divide cluster.npus_per_node {c.npus_per_node} "
                       "(a vLLM TP group must stay inside a node)")
+    return errors
+
+
+def _batches(spec: JobSpec, world: int) -> list[str]:
+    d, a, sp = spec.data, spec.algorithm, spec.actor.ulysses_sequence_parallel_size
+    errors = []
     if d.gen_batch_size < d.train_batch_size:
         errors.append(f"data.gen_batch_size {d.gen_batch_size} is smaller than data.train_batch_size "
                       f"{d.train_batch_size}: DAPO generates at least one training batch of prompts per round")
@@ -167,6 +172,12 @@ def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
     if dp and (a.ppo_mini_batch_size * a.n_responses) % dp:
         errors.append(f"algorithm.ppo_mini_batch_size x n_responses = {a.ppo_mini_batch_size * a.n_responses} does "
                       f"not split over the {dp} data-parallel ranks (world {world} / SP {sp}), as verl requires")
+    return errors
+
+
+def _lengths(spec: JobSpec) -> list[str]:
+    d, act, sp = spec.data, spec.actor, spec.actor.ulysses_sequence_parallel_size
+    errors = []
     if sp > 1 and not spec.model.use_remove_padding:
         errors.append("actor.ulysses_sequence_parallel_size > 1 needs model.use_remove_padding: true")
     total = d.max_prompt_length + d.max_response_length
@@ -176,13 +187,27 @@ def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
     if act.use_dynamic_bsz and act.max_token_len_per_npu * sp < total:
         errors.append(f"actor.max_token_len_per_npu x SP = {act.max_token_len_per_npu * sp} cannot hold one "
                       f"{total}-token sequence: raise actor.max_token_len_per_npu to >= {-(-total // sp)}")
+    return errors
+
+
+def _pinned_verl(spec: JobSpec, manifest: StackManifest) -> list[str]:
     verl = manifest.source("verl")
     removed_in = str(verl.extra["rules"]["rollout_sync_removed_in"])
-    if r.mode == "sync" and Version(verl.version) >= Version(removed_in):
-        errors.append(f"rollout.mode 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): "
-                      "use 'async'")
-    errors.extend(missing_secrets(spec))
-    return errors
+    if spec.rollout.mode == "sync" and Version(verl.version) >= Version(removed_in):
+        return [f"rollout.mode 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): use "
+                "'async'"]
+    return []
+
+
+def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
+    """What verl does not check before the NPUs are allocated. `spec` is placed on the inventory (placement.place):
+    its nodes and NPUs per node are the ones the job will get."""
+    not_positive = _not_positive(spec)
+    if not_positive:
+        return not_positive
+    world = world_size(spec)
+    return (_parallelism(spec, world) + _batches(spec, world) + _lengths(spec) + _pinned_verl(spec, manifest)
+            + missing_secrets(spec))
 
 
 def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
