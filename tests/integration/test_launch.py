@@ -115,7 +115,7 @@ def test_a_rank_without_its_npu_device_fails_the_rehearsal_naming_rank_and_host(
     runs = json.loads(cli("runs", "--json").stdout)
     failed = runs[-1]
     assert failed["state"] == "failed" and failed["submission_id"] is None
-    assert failed["rehearsal"]["failures"] == [{"phase": "check", "rank": 21, "host": "node2",
+    assert failed["rehearsal"]["failures"] == [{"phase": "check", "rank": 21, "host": "node2", "waited": False,
                                                 "error": "/dev/davinci5 is missing (NPU 5 not visible on this node)"}]
 
 
