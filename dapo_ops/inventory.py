@@ -14,13 +14,17 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.paths import SIM_INVENTORY_DIR
 
 DEFAULT_GROUP = "npu_nodes"
-NPUS_VAR = "npus_per_node"
+NPUS_VAR = "dapo_npus_per_node"
+# inventory variables that were renamed (every inventory-facing knob is dapo_*): old name -> new name
+RENAMED_VARS = {"npus_per_node": NPUS_VAR, "reboot_batch_size": "dapo_reboot_batch_size"}
 
 
 def host_npus(host: HostSpec) -> int:
-    """The host's `npus_per_node`, parsed once, with the host and variable named when it is missing or wrong."""
+    """The host's `dapo_npus_per_node`, parsed once, with the host and variable named when it is missing or wrong."""
     value = host.vars.get(NPUS_VAR)
     if value is None or value == "":
+        if RENAMED_VARS["npus_per_node"] == NPUS_VAR and "npus_per_node" in host.vars:
+            raise InventoryError(f"{host.name}: npus_per_node is now called {NPUS_VAR} (rename it in the inventory)")
         raise InventoryError(f"{host.name} has no {NPUS_VAR} in the inventory (8 on an Atlas 800T A2, 16 on a "
                              "Box16)")
     if isinstance(value, bool):

@@ -295,7 +295,7 @@ def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stac
     python/ray/_private/accelerators/npu.py: NPUAcceleratorManager counts acl.rt.get_device_count() or
     /dev/davinci*) and verl's trainer.n_gpus_per_node asks for (verl v0.7.0
     examples/grpo_trainer/run_qwen3_4b_grpo_vllm_1k_npu.sh runs an 8-card A3 with trainer_n_gpus_per_node=16). So
-    the inventory's npus_per_node (raw.npus_expected) is compared with the number of chips npu-smi lists:
+    the inventory's dapo_npus_per_node (raw.npus_expected) is compared with the number of chips npu-smi lists:
     on a 910B (Atlas 800T A2, one chip per NPU) that is the number of NPUs, 8; on an Atlas 800T A3 (two chips per
     NPU) it is 16 devices on 8 NPUs. A device is a chip's Phy-ID on an A3 and the NPU id on a 910B.
 
@@ -338,8 +338,8 @@ def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stac
     if expected and len(by_device) > expected:  # 0: a bundle that does not say how many it expects
         shape = f" ({len(npu_chips)} NPUs x {max(len(cs) for cs in npu_chips.values())} chips)" if multi else ""
         add(Finding(host, None, WARNING, "npu-count-mismatch", "npu",
-                    f"npu-smi lists {len(by_device)} {noun}{shape} but the inventory's npus_per_node is {expected}"
-                    + (" (npus_per_node counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
+                    f"npu-smi lists {len(by_device)} {noun}{shape} but the inventory's dapo_npus_per_node is {expected}"
+                    + (" (dapo_npus_per_node counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
                        if multi else ""),
                     str(expected), str(len(by_device))))
     for device in sorted(set(by_device) | set(range(expected))):

@@ -3,7 +3,7 @@
 NPUs per node are a property of the hardware, not of the job: an Atlas 800T A2 has 8 NPUs (vllm-ascend v0.11.0rc1
 docs/source/tutorials/multi_node.md: "two Atlas 800 A2 (64G*8) nodes"), while verl runs its 16-per-node DAPO NPU
 recipes on Atlas 200T A2 Box16 (verl v0.7.0 docs/ascend_tutorial/ascend_quick_start.rst). So the number comes from
-the inventory's `npus_per_node` of the chosen hosts (which preflight and the audit check against what the node
+the inventory's `dapo_npus_per_node` of the chosen hosts (which preflight and the audit check against what the node
 reports); a spec may pin `cluster.npus_per_node`, and then the two must agree.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.inventory import host_npus
+from dapo_ops.inventory import NPUS_VAR, host_npus
 from dapo_ops.job.spec import JobSpec, SpecError
 
 def job_hosts(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> list[HostSpec]:
@@ -43,12 +43,12 @@ def place(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> tup
     distinct = sorted(set(counts.values()))
     if len(distinct) > 1:
         listed = ", ".join(f"{name} {n}" for name, n in counts.items())
-        raise InventoryError(f"the job's nodes declare different npus_per_node ({listed}); verl needs the same "
+        raise InventoryError(f"the job's nodes declare different {NPUS_VAR} ({listed}); verl needs the same "
                              "number on every node: pick nodes of one kind")
     npus = distinct[0]
     pinned = spec.cluster.npus_per_node
     if pinned is not None and pinned != npus:
-        raise SpecError(f"cluster.npus_per_node is {pinned} but the inventory declares npus_per_node {npus} for "
+        raise SpecError(f"cluster.npus_per_node is {pinned} but the inventory declares {NPUS_VAR} {npus} for "
                         f"{', '.join(counts)}: remove cluster.npus_per_node to take it from the inventory")
     cluster = dataclasses.replace(spec.cluster, nodes=len(chosen), npus_per_node=npus)
     return dataclasses.replace(spec, cluster=cluster), chosen

@@ -60,7 +60,7 @@ class Data:
 @dataclass(frozen=True)
 class Cluster:
     nodes: int = 2
-    npus_per_node: int | None = None    # default: the inventory's npus_per_node (8 on an 800T A2, 16 on a Box16)
+    npus_per_node: int | None = None    # default: the inventory's dapo_npus_per_node (8 on an 800T A2, 16 on a Box16)
     head: str | None = None             # inventory host name of the Ray head (default: the first node)
     ray_port: int = 6379
     dashboard_port: int = 8265

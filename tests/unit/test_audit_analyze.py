@@ -187,7 +187,7 @@ def a3_raw(manifest, table="npu-smi-info-a3-healthy.txt", expected=16, link_down
 
 
 def test_a3_host_counts_16_devices_on_8_npus_and_is_clean(manifest):
-    """npus_per_node counts devices (one per chip), as Ray and verl do: an A3 with npus_per_node 16 is clean, and
+    """dapo_npus_per_node counts devices (one per chip), as Ray and verl do: an A3 with 16 is clean, and
     the boards asked of device indexes 8..15 (no such NPU) are not findings."""
     report = analyze([a3_raw(manifest)], manifest)
     assert report.findings == []

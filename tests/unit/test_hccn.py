@@ -34,7 +34,7 @@ def example_plans():
     inventory = load_inventory(INVENTORY_DIR / "example")
     return {h.name: plan(h.vars["dapo_device_ips"], h.vars.get("dapo_device_gateway", ""),
                          h.vars.get("dapo_device_netmask", "255.255.255.0"), h.vars.get("dapo_device_netdetect", ""),
-                         h.vars["npus_per_node"]) for h in inventory.hosts}, inventory.names()
+                         h.vars["dapo_npus_per_node"]) for h in inventory.hosts}, inventory.names()
 
 
 def test_gateway_and_netdetect_parsers():

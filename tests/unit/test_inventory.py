@@ -14,7 +14,7 @@ def test_example_inventory_describes_a_real_cluster():
     assert (node.address, node.user, node.port) == ("192.0.2.11", "root", 22)
     assert node.known_hosts == Path("~/.ssh/known_hosts").expanduser()
     assert node.key_file == Path("~/.ssh/dapo_ops_ed25519").expanduser()
-    assert node.vars["npus_per_node"] == 8
+    assert node.vars["dapo_npus_per_node"] == 8
     assert node.vars["dapo_hccl_ifname"] == "enp189s0f0"
     assert len(node.vars["dapo_device_ips"]) == 8
 
@@ -52,7 +52,7 @@ node2                      : ok=12   changed=3    unreachable=0    failed=1    s
 
 HOSTS = """npu_nodes:
   hosts:
-    node1: {{ansible_host: 10.0.0.1, npus_per_node: {npus}}}
+    node1: {{ansible_host: 10.0.0.1, dapo_npus_per_node: {npus}}}
 """
 
 
@@ -63,7 +63,7 @@ def test_a_static_inventory_is_cached_until_a_file_changes(tmp_path, monkeypatch
     source = tmp_path / "inv"
     source.mkdir()
     (source / "hosts.yml").write_text(HOSTS.format(npus=8))
-    assert load_inventory(source).hosts[0].vars["npus_per_node"] == 8
+    assert load_inventory(source).hosts[0].vars["dapo_npus_per_node"] == 8
     cached = list((tmp_path / "cache").glob("*.json"))
     assert len(cached) == 1 and cached[0].stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
@@ -71,7 +71,7 @@ def test_a_static_inventory_is_cached_until_a_file_changes(tmp_path, monkeypatch
     (source / "group_vars" / "all.yml").write_text("dapo_hccl_ifname: eth9\n")
     assert load_inventory(source).hosts[0].vars["dapo_hccl_ifname"] == "eth9"
     (source / "hosts.yml").write_text(HOSTS.format(npus=16))
-    assert load_inventory(source).hosts[0].vars["npus_per_node"] == 16
+    assert load_inventory(source).hosts[0].vars["dapo_npus_per_node"] == 16
     assert len(list((tmp_path / "cache").glob("*.json"))) == 3
 
 

@@ -96,7 +96,7 @@ BROKEN = [
     ("newline in a path", mutate("model.path", "/data/x\n; rm -rf ~"), "model.path: must be one line"),
     ("hostile job name", mutate("name", "$(touch /tmp/pwned)"), "name: '$(touch /tmp/pwned)' must be letters"),
     ("unlisted + key", mutate("extra_overrides", ["+trainer.surprise=1"]), "adds a key verl does not have"),
-    ("npus per node not in the inventory", mutate("cluster.npus_per_node", 8), "inventory declares npus_per_node 16"),
+    ("npus per node not in the inventory", mutate("cluster.npus_per_node", 8), "inventory declares dapo_npus_per_node 16"),
     ("expandable segments with vLLM sleep mode", mutate("env.pytorch_npu_alloc_conf", "expandable_segments:True"),
      "Expandable segments are not compatible with memory pool"),
     ("TASK_QUEUE_ENABLE 2 in graph mode", mutate("env.task_queue_enable", 2), "needs TASK_QUEUE_ENABLE=1"),
@@ -172,7 +172,7 @@ def test_hostile_strings_never_execute(tmp_path, payload):
         path.write_text(body)
         path.chmod(0o755)
     layout = {"stack_env_script": str(root / "cann-env.sh"), "stack_conda_prefix": str(root / "conda"),
-              "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0", "npus_per_node": 16}
+              "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0", "dapo_npus_per_node": 16}
     hosts = [HostSpec(f"n{i}", f"127.0.0.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
     manifest = load_manifest()
     out = tmp_path / "out"

@@ -41,7 +41,7 @@ def seed(**changes) -> dict:
 
 def host(name: str, npus=16, **extra) -> HostSpec:
     return HostSpec(name, f"192.0.2.{len(name)}", Path("/dev/null"),
-                    vars={"npus_per_node": npus, "dapo_hccl_ifname": "eth1", **extra})
+                    vars={"dapo_npus_per_node": npus, "dapo_hccl_ifname": "eth1", **extra})
 
 
 cli = run_cli
@@ -74,13 +74,13 @@ def test_world_size_follows_the_inventory():
     spec, hosts = place(parse_spec(seed()), [host("a", 8), host("b", 8)])
     assert (spec.cluster.nodes, spec.cluster.npus_per_node) == (2, 8)
     assert "trainer.n_gpus_per_node=8" in overrides(spec, load_manifest())
-    with pytest.raises(SpecError, match="cluster.npus_per_node is 16 but the inventory declares npus_per_node 8"):
+    with pytest.raises(SpecError, match="cluster.npus_per_node is 16 but the inventory declares dapo_npus_per_node 8"):
         place(parse_spec(seed(cluster__npus_per_node=16)), [host("a", 8), host("b", 8)])
 
 
 @pytest.mark.parametrize("value, message", [
-    (None, "a has no npus_per_node"), ("eight", "'eight', not a whole number"), (True, "not a whole number"),
-    (0, "it must be positive"), ("", "a has no npus_per_node")])
+    (None, "a has no dapo_npus_per_node"), ("eight", "'eight', not a whole number"), (True, "not a whole number"),
+    (0, "it must be positive"), ("", "a has no dapo_npus_per_node")])
 def test_a_bad_npus_per_node_is_named(value, message):
     with pytest.raises(InventoryError, match=message):
         host_npus(host("a", value))
@@ -92,7 +92,7 @@ def test_npus_per_node_as_a_string_is_read():
 
 def test_nodes_of_two_kinds_are_refused_but_only_among_the_chosen():
     mixed = [host("a", 16), host("b", 8), host("c", 16)]
-    with pytest.raises(InventoryError, match="different npus_per_node .a 16, b 8"):
+    with pytest.raises(InventoryError, match="different dapo_npus_per_node .a 16, b 8"):
         place(parse_spec(seed()), mixed)
     spec, chosen = place(parse_spec(seed(cluster__head="c")), [host("c", 16), host("a", 16), host("b", 8)])
     assert [h.name for h in chosen] == ["c", "a"] and spec.cluster.npus_per_node == 16
