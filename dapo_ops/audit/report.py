@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.audit.analyze import ERROR, AuditReport
+from dapo_ops.audit.model import ERROR, AuditReport
 
 CLOSURE_CODES = ("dist-off-lock", "dist-missing", "dist-extra")
 CLOSURE_ROWS = 10   # closure findings listed per host in the findings table; --json lists every one
