@@ -11,8 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dapo_ops.audit import collect as collect_mod
-from dapo_ops.audit.analyze import AuditReport, Thresholds, analyze
+from dapo_ops.audit.analyze import analyze
 from dapo_ops.audit.fact import all_facts
+from dapo_ops.audit.model import AuditReport, Thresholds
 from dapo_ops.audit.report import print_report, prometheus_text, write_atomically
 from dapo_ops.errors import UsageError
 from dapo_ops.inventory import host_npus, load_inventory

@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from dapo_ops.audit.analyze import analyze, closure_findings, load_locks
+from dapo_ops.audit.analyze import analyze
+from dapo_ops.audit.closure import closure_findings, load_locks
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.report import print_report, prometheus_text
 from dapo_ops.errors import UsageError
