@@ -114,7 +114,8 @@ def _npu_row(device: int, chip: dict | None, facts: DeviceFacts) -> dict[str, An
 
 
 def _count_findings(host: str, devices: Devices) -> list[Finding]:
-    """Each expected device npu-smi does not list; more devices than dapo_npus_per_node (0: a bundle that does not say)."""
+    """Each expected device npu-smi does not list; more devices than dapo_npus_per_node (0: a bundle that does not
+    say)."""
     found, expected = len(devices.by_device), devices.expected
     findings = [Finding(host, device, ERROR, "npu-missing", "npu",
                         f"{devices.label(None, device)} is missing ({found} of {expected} {devices.noun} answer "
@@ -125,8 +126,8 @@ def _count_findings(host: str, devices: Devices) -> list[Finding]:
                  if devices.multi else "")
         why = " (dapo_npus_per_node counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
         findings.append(Finding(host, None, WARNING, "npu-count-mismatch", "npu",
-                                f"npu-smi lists {found} {devices.noun}{shape} but the inventory's dapo_npus_per_node is "
-                                f"{expected}" + (why if devices.multi else ""), str(expected), str(found)))
+                                f"npu-smi lists {found} {devices.noun}{shape} but the inventory's dapo_npus_per_node "
+                                f"is {expected}" + (why if devices.multi else ""), str(expected), str(found)))
     return findings
 
 
