@@ -1,9 +1,7 @@
 """Findings from collected outputs: the emulated tools produce a host's outputs, analyze() judges them."""
 
+import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -14,8 +12,7 @@ from dapo_ops.audit.collect import HostRaw, read_bundle, write_bundle
 from dapo_ops.audit.model import Thresholds
 from dapo_ops.audit.report import prometheus_text, write_atomically
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim import hwmodel
-from dapo_ops.sim.artifacts import ASSETS, catalog_package
+from dapo_ops.sim.artifacts import catalog_package
 from dapo_ops.stackcheck import pinned_python_packages
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
@@ -27,44 +24,21 @@ def manifest():
     return load_manifest()
 
 
+BUNDLES = Path(__file__).parents[1] / "data" / "bundles"
+
+
 def kv(info: dict, sep="=") -> str:
     return "".join(f"{k}{sep}{v}\n" for k, v in info.items())
 
 
-def host_raw(tmp_path, manifest, name, faults=(), driver=None, firmware=None, active_firmware=None, stack=None):
-    """What the collection script would return from a node with this hardware and these version files."""
-    parsed = [hwmodel.parse_fault(f) for f in faults]
-    hw = hwmodel.build_node_model(name, 1, NPUS, parsed, chip_name="910B3", hbm_mb=65536,
-                                  factory_firmware="7.1.0.7.220", mcu_version="23.3.13")
-    driver_info = catalog_package(manifest, "driver", driver or manifest.artifact("driver").version).version_info
-    fw_info = catalog_package(manifest, "firmware", firmware or manifest.artifact("firmware").version).version_info
-    hw["driver"]["loaded"] = driver_info["Version"]
-    hw["firmware"]["active"] = active_firmware or fw_info["Version"]
-    root = tmp_path / name
-    (root / "hw").mkdir(parents=True)
-    (root / "Ascend" / "driver").mkdir(parents=True)
-    (root / "hw" / "hw.json").write_text(json.dumps(hw))
-    (root / "Ascend" / "driver" / "version.info").write_text(kv(driver_info))
-    env = dict(os.environ, DAPO_SIM_HW_DIR=str(root / "hw"), DAPO_SIM_ASCEND=str(root / "Ascend"))
-
-    def emu(*args):
-        r = subprocess.run([sys.executable, str(ASSETS / "ascend_emu.py"), *args], capture_output=True, text=True,
-                           env=env)
-        return r.returncode, r.stdout
-
-    outputs = {"npu_smi_info": emu("npu-smi", "info"), "driver_version": (0, kv(driver_info)),
-               "firmware_version": (0, kv(fw_info)),
-               "toolkit_info": (0, kv(manifest.artifact("cann_toolkit").version_info)),
-               "kernels_info": (0, kv(manifest.artifact("cann_kernels").version_info)),
-               "nnal_info": (0, kv(manifest.artifact("cann_nnal").version_info, " : ")),
-               "python_stack": (0, json.dumps(stack or {
-                   "python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
-                   "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}))}
-    for npu in range(NPUS):
-        outputs[f"board.{npu}"] = emu("npu-smi", "info", "-t", "board", "-i", str(npu))
-        for query in ("link", "net_health", "ip"):
-            outputs[f"{query}.{npu}"] = emu("hccn_tool", "-i", str(npu), f"-{query}", "-g")
-    return HostRaw(name, NPUS, outputs)
+def host_raw(name, variant="pinned", stack=None):
+    """A host's collected outputs, as recorded from the emulated tools (tests/data/bundles/record.py names the
+    hardware and versions of each variant), under the host name a test gives it."""
+    [raw] = read_bundle(BUNDLES / variant)
+    outputs = dict(raw.outputs)
+    if stack is not None:
+        outputs["python_stack"] = (0, json.dumps(stack))
+    return dataclasses.replace(raw, host=name, outputs=outputs, source="ssh")
 
 
 def codes(report, host):
@@ -72,7 +46,7 @@ def codes(report, host):
 
 
 def test_clean_fleet_has_no_findings_and_matches_the_schema(tmp_path, manifest):
-    report = analyze([host_raw(tmp_path, manifest, "node1"), host_raw(tmp_path, manifest, "node2")], manifest)
+    report = analyze([host_raw("node1"), host_raw("node2")], manifest)
     assert report.findings == []
     document = report.to_dict()
     jsonschema.validate(document, SCHEMA)
@@ -82,10 +56,9 @@ def test_clean_fleet_has_no_findings_and_matches_the_schema(tmp_path, manifest):
 
 def test_each_fault_gives_its_finding_on_the_right_host_and_npu(tmp_path, manifest):
     raws = [
-        host_raw(tmp_path, manifest, "node1", faults=("node1.npu3:health=Warning", "node1.npu1:missing",
-                                                      "node1.npu0:link=DOWN", "node1.npu2:temp=97")),
-        host_raw(tmp_path, manifest, "node2", driver="24.1.rc3", firmware="7.5.0.1.129"),
-        host_raw(tmp_path, manifest, "node3", driver="24.1.rc2", firmware="7.3.0.1.231"),
+        host_raw("node1", "faults"),  # npu3 health Warning, npu1 missing, npu0 link DOWN, npu2 at 97 C
+        host_raw("node2", "drv-24.1.rc3-fw-7.5.0.1.129"),
+        host_raw("node3", "drv-24.1.rc2-fw-7.3.0.1.231"),
         HostRaw("node4", NPUS, unreachable="node4 (10.77.0.14): cannot connect: Connection refused"),
     ]
     report = analyze(raws, manifest)
@@ -107,13 +80,13 @@ def test_each_fault_gives_its_finding_on_the_right_host_and_npu(tmp_path, manife
 def test_off_pin_python_stack(tmp_path, manifest):
     stack = {"python": "3.11.2", "import_errors": {}, "torch_cxx11_abi": True, "atb_cxx_abi": "1",
              "packages": dict(pinned_python_packages(manifest), numpy="2.0.2")}
-    report = analyze([host_raw(tmp_path, manifest, "node1", stack=stack)], manifest)
+    report = analyze([host_raw("node1", stack=stack)], manifest)
     assert [(f.code, f.component) for f in report.findings] == [("stack-off-pin", "numpy")]
 
 
 def test_majority_drift_warns_the_host_that_differs_while_on_the_pin(tmp_path, manifest):
-    raws = [host_raw(tmp_path, manifest, f"node{i}", driver="24.1.rc3", firmware="7.5.0.1.129") for i in (1, 2)]
-    raws.append(host_raw(tmp_path, manifest, "node3"))
+    raws = [host_raw(f"node{i}", "drv-24.1.rc3-fw-7.5.0.1.129") for i in (1, 2)]
+    raws.append(host_raw("node3"))
     report = analyze(raws, manifest)
     drift = [(f.host, f.component) for f in report.findings if f.code == "differs-from-majority"]
     assert ("node3", "driver") in drift and ("node3", "firmware") in drift
@@ -122,12 +95,12 @@ def test_majority_drift_warns_the_host_that_differs_while_on_the_pin(tmp_path, m
 
 
 def test_pending_firmware_is_an_npu_finding(tmp_path, manifest):
-    report = analyze([host_raw(tmp_path, manifest, "node1", active_firmware="7.5.0.1.129")], manifest)
+    report = analyze([host_raw("node1", "pending-fw-7.5.0.1.129")], manifest)
     assert {f.code for f in report.findings} == {"npu-firmware-off-pin"}
 
 
 def test_bundle_round_trip_and_malformed_file(tmp_path, manifest):
-    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu2:temp=97",)),
+    raws = [host_raw("node1", "hot-npu2"),
             HostRaw("node2", NPUS, unreachable="timed out")]
     before = analyze(raws, manifest).to_dict()
     write_bundle(tmp_path / "bundle", raws)
@@ -140,7 +113,7 @@ def test_bundle_round_trip_and_malformed_file(tmp_path, manifest):
 
 
 def test_prometheus_textfile(tmp_path, manifest):
-    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu1:health=Alarm", "node1.npu2:temp=97")),
+    raws = [host_raw("node1", "alarm-npu1-hot-npu2"),
             HostRaw("node2", NPUS, unreachable="refused")]
     text = prometheus_text(analyze(raws, manifest), manifest, now=1700000000)
     assert 'dapo_audit_host_up{host="node2"} 0' in text
@@ -155,7 +128,7 @@ def test_prometheus_textfile(tmp_path, manifest):
 
 
 def test_thresholds(tmp_path, manifest):
-    raws = [host_raw(tmp_path, manifest, "node1", faults=("node1.npu2:temp=80", "node1.npu1:hbm-used=9000"))]
+    raws = [host_raw("node1", "warm-npu2-hbm-npu1")]
     assert {f.code for f in analyze(raws, manifest).findings} == {"hbm-in-use"}
     assert {f.code for f in analyze(raws, manifest, Thresholds(temp_c=75, hbm_used_mb=10000)).findings} == {"npu-hot"}
 
