@@ -93,3 +93,23 @@ def test_an_nnal_sourced_with_the_other_abi_is_a_problem(manifest):
     installed["atb_home_path"] = "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_0"
     problems = python_stack_problems(installed, manifest)
     assert problems == ["the environment script sources NNAL with --cxx_abi=0 but torch uses the C++11 ABI"]
+
+
+stack_filters = _load("filter_plugins/dapo_stack.py", "dapo_stack_filters").FilterModule().filters()
+
+
+@pytest.mark.parametrize("key, sep", [("driver", "="), ("firmware", "="), ("cann_toolkit", "="),
+                                      ("cann_kernels", "="), ("cann_nnal", " : ")])
+def test_the_roles_read_each_installed_version_as_the_audit_does(manifest, key, sep):
+    installed = stack_filters["dapo_installed_version"]
+    artifacts = manifest.raw["artifacts"]
+    text = "".join(f"{k}{sep}{v}\n" for k, v in artifacts[key]["version_info"].items())
+    assert installed(text, artifacts, key) == manifest.artifact(key).version
+    assert installed(None, artifacts, key) is None  # not installed
+
+
+def test_a_version_file_that_does_not_parse_fails_the_task_by_its_command(manifest):
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="driver/version.info"):
+        stack_filters["dapo_installed_version"]("garbage without separators\n", manifest.raw["artifacts"], "driver")
