@@ -337,79 +337,11 @@ def _flat(blocks: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
     return [kv for block in blocks for kv in block]
 
 
-@dataclass(frozen=True)
-class NpuListEntry:
-    npu_id: int
-    chip_count: int
-
-
-@dataclass(frozen=True)
-class NpuList:
-    total_count: int
-    npus: tuple[NpuListEntry, ...]
-
-
-def parse_npu_smi_list(text: str, command: str = "npu-smi info -l") -> NpuList:
-    pairs = _flat(parse_kv_blocks(text, command))
-    total = None
-    npus: list[NpuListEntry] = []
-    current_id = None
-    for key, value in pairs:
-        if key == "Total Count":
-            total = _kv_int(value, command, key)
-        elif key == "NPU ID":
-            current_id = _kv_int(value, command, key)
-        elif key == "Chip Count":
-            if current_id is None:
-                raise ParseError(command, "'Chip Count' before any 'NPU ID'")
-            npus.append(NpuListEntry(current_id, _kv_int(value, command, key)))
-            current_id = None
-    if total is None:
-        raise ParseError(command, "missing 'Total Count'")
-    if current_id is not None:
-        raise ParseError(command, f"truncated: NPU {current_id} has no 'Chip Count'")
-    if len(npus) != total:
-        raise ParseError(command, f"'Total Count' says {total} NPUs but {len(npus)} are listed")
-    return NpuList(total, tuple(npus))
-
-
 def _kv_int(value: str, command: str, key: str) -> int:
     try:
         return int(value)
     except ValueError:
         raise ParseError(command, f"{key} is not an integer ({value!r})") from None
-
-
-@dataclass(frozen=True)
-class ChipMapEntry:
-    npu_id: int
-    chip_id: int
-    logic_id: int | None
-    chip_name: str
-
-
-def parse_npu_smi_chip_map(text: str, command: str = "npu-smi info -m") -> tuple[ChipMapEntry, ...]:
-    """``npu-smi info -m``: the header row then ``NPU-ID Chip-ID Logic-ID Chip-Name`` rows."""
-    entries: list[ChipMapEntry] = []
-    seen_header = False
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        if not seen_header:
-            if "NPU ID" in line and "Chip Name" in line:
-                seen_header = True
-                continue
-            raise ParseError(command, "expected the 'NPU ID  Chip ID  Chip Logic ID  Chip Name' header", line_no, line)
-        fields = line.split(None, 3)
-        if len(fields) != 4:
-            raise ParseError(command, "expected 4 columns", line_no, line)
-        npu = _int(fields[0], command, line_no, line, "NPU ID")
-        chip = _int(fields[1], command, line_no, line, "Chip ID")
-        logic = None if fields[2] == "-" else _int(fields[2], command, line_no, line, "Chip Logic ID")
-        entries.append(ChipMapEntry(npu, chip, logic, fields[3].strip()))
-    if not seen_header:
-        raise ParseError(command, "empty output")
-    return tuple(entries)
 
 
 @dataclass(frozen=True)
@@ -449,89 +381,6 @@ def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") 
         chip_count=chip_count,
         chip_id=_kv_int(pairs["Chip ID"], command, "Chip ID") if "Chip ID" in pairs else None,
         chip_name=pairs.get("Chip Name"),
-    )
-
-
-@dataclass(frozen=True)
-class HealthInfo:
-    npu_id: int
-    health: str
-    chip_health: tuple[tuple[int, str], ...]
-    mcu_health: str | None
-
-
-def parse_npu_smi_health(text: str, command: str = "npu-smi info -t health -i N") -> HealthInfo:
-    blocks = parse_kv_blocks(text, command)
-    npu_id = None
-    chip_health: list[tuple[int, str]] = []
-    mcu = None
-    for block in blocks:
-        keys = dict(block)
-        if "NPU ID" in keys:
-            npu_id = _kv_int(keys["NPU ID"], command, "NPU ID")
-        if "Chip ID" in keys:
-            health = keys.get("Health") or keys.get("Health Status")
-            if health is None:
-                raise ParseError(command, f"chip {keys['Chip ID']} has no Health")
-            chip_health.append((_kv_int(keys["Chip ID"], command, "Chip ID"), health))
-        elif keys.get("Chip Name") == "MCU":
-            mcu = keys.get("Health")
-    if npu_id is None:
-        raise ParseError(command, "missing 'NPU ID'")
-    if not chip_health:
-        raise ParseError(command, "truncated: no chip Health")
-    worst = _worst_health(h for _, h in chip_health)
-    return HealthInfo(npu_id, worst, tuple(chip_health), mcu)
-
-
-HEALTH_ORDER = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
-
-
-def _worst_health(values) -> str:
-    ranked = sorted(values, key=lambda h: HEALTH_ORDER.index(h) if h in HEALTH_ORDER else len(HEALTH_ORDER))
-    return ranked[-1]
-
-
-@dataclass(frozen=True)
-class TempInfo:
-    npu_id: int
-    npu_temp_c: int
-    sensors: dict[str, int]
-
-
-def parse_npu_smi_temp(text: str, command: str = "npu-smi info -t temp -i N") -> TempInfo:
-    pairs = _flat(parse_kv_blocks(text, command))
-    keys = dict(pairs)
-    if "NPU ID" not in keys or "NPU Temperature (C)" not in keys:
-        raise ParseError(command, "missing 'NPU ID' or 'NPU Temperature (C)'")
-    sensors = {k: _kv_int(v, command, k) for k, v in pairs if k.endswith("(C)") and k != "NPU Temperature (C)"}
-    return TempInfo(_kv_int(keys["NPU ID"], command, "NPU ID"),
-                    _kv_int(keys["NPU Temperature (C)"], command, "NPU Temperature (C)"), sensors)
-
-
-@dataclass(frozen=True)
-class UsageInfo:
-    hbm_capacity_mb: int
-    hbm_usage_pct: int
-    aicore_usage_pct: int | None
-    fields: dict[str, str]
-
-    @property
-    def hbm_used_mb(self) -> int:
-        return self.hbm_capacity_mb * self.hbm_usage_pct // 100
-
-
-def parse_npu_smi_usages(text: str, command: str = "npu-smi info -t usages -i N") -> UsageInfo:
-    keys = dict(_flat(parse_kv_blocks(text, command)))
-    for key in ("HBM Capacity(MB)", "HBM Usage Rate(%)"):
-        if key not in keys:
-            raise ParseError(command, f"missing '{key}'")
-    aicore = keys.get("Aicore Usage Rate(%)")
-    return UsageInfo(
-        hbm_capacity_mb=_kv_int(keys["HBM Capacity(MB)"], command, "HBM Capacity(MB)"),
-        hbm_usage_pct=_kv_int(keys["HBM Usage Rate(%)"], command, "HBM Usage Rate(%)"),
-        aicore_usage_pct=None if aicore in (None, "NA") else _kv_int(aicore, command, "Aicore Usage Rate(%)"),
-        fields=keys,
     )
 
 

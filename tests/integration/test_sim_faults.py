@@ -31,8 +31,6 @@ def test_npu_faults_in_npu_smi(fleet):
     assert chips[3].health == "Warning" and chips[7].health == "Critical"
     assert chips[2].temp_c == 97
     assert chips[6].hbm_used_mb == 40000
-    health = p.parse_npu_smi_health(sh(fleet["node1"], "npu-smi info -t health -i 7").stdout)
-    assert health.health == "Critical"
     assert sh(fleet["node1"], "ls /dev/davinci5", ok=False).exit_code != 0
     assert sh(fleet["node1"], "lspci -d 19e5:d802 | wc -l").stdout.strip() == "7"
     clean = p.parse_npu_smi_info(sh(fleet["node2"], "npu-smi info").stdout)

@@ -93,10 +93,6 @@ def test_npu_smi_table_parses_back_with_16_npus(tmp_path):
     assert {c.name for c in info.chips} == {"910B3"}
     assert all(c.health == "OK" and c.hbm_total_mb == 65536 for c in info.chips)
     assert info.chips[0].bus_id == "0000:C1:00.0" and info.chips[7].bus_id == "0000:42:00.0"
-    listed = p.parse_npu_smi_list(node.run("npu-smi", "info", "-l").stdout)
-    assert listed.total_count == 16
-    chip_map = p.parse_npu_smi_chip_map(node.run("npu-smi", "info", "-m").stdout)
-    assert len(chip_map) == 32 and chip_map[1].chip_name == "Mcu"
 
 
 def test_npu_smi_absent_driver_is_an_error(tmp_path):
@@ -116,11 +112,7 @@ def test_each_npu_fault_is_visible(tmp_path):
     assert by_id[3].health == "Warning" and by_id[7].health == "Alarm"
     assert by_id[2].temp_c == 97
     assert by_id[6].hbm_used_mb == 40000
-    assert p.parse_npu_smi_health(node.run("npu-smi", "info", "-t", "health", "-i", "3").stdout).health == "Warning"
-    assert p.parse_npu_smi_temp(node.run("npu-smi", "info", "-t", "temp", "-i", "2").stdout).npu_temp_c == 97
-    assert p.parse_npu_smi_usages(node.run("npu-smi", "info", "-t", "usages", "-i", "6").stdout).hbm_usage_pct == 61
     assert node.run("npu-smi", "info", "-t", "board", "-i", "5", ok=False).returncode == 1
-    assert p.parse_npu_smi_list(node.run("npu-smi", "info", "-l").stdout).total_count == 15
     assert p.parse_hccn_link(node.run("hccn_tool", "-i", "0", "-link", "-g").stdout) == "DOWN"
     assert p.parse_hccn_link(node.run("hccn_tool", "-i", "1", "-link", "-g").stdout) == "UP"
     assert p.parse_hccn_net_health(node.run("hccn_tool", "-i", "1", "-net_health", "-g").stdout) == "Fault"

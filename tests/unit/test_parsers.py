@@ -148,34 +148,6 @@ def test_npu_smi_info_a3_malformed(data_dir, sample, old, new, reason):
     assert reason in str(err.value)
 
 
-def test_npu_smi_list(data_dir):
-    parsed = p.parse_npu_smi_list(read(data_dir, "npu-smi-list.txt"))
-    assert parsed.total_count == 8
-    assert [n.npu_id for n in parsed.npus] == list(range(8))
-    assert all(n.chip_count == 1 for n in parsed.npus)
-
-
-def test_npu_smi_list_truncated(data_dir):
-    text = read(data_dir, "npu-smi-list.txt")
-    with pytest.raises(ParseError, match="Total Count' says 8"):
-        p.parse_npu_smi_list("\n".join(text.splitlines()[:-3]))
-    with pytest.raises(ParseError, match="empty output"):
-        p.parse_npu_smi_list("")
-
-
-def test_npu_smi_chip_map():
-    text = ("\tNPU ID                         Chip ID                        Chip Logic ID                  Chip Name\n"
-            "\t0                              0                              0                              Ascend 910B3\n"
-            "\t0                              1                              -                              Mcu\n")
-    entries = p.parse_npu_smi_chip_map(text)
-    assert entries[0] == p.ChipMapEntry(0, 0, 0, "Ascend 910B3")
-    assert entries[1] == p.ChipMapEntry(0, 1, None, "Mcu")
-    with pytest.raises(ParseError, match="header"):
-        p.parse_npu_smi_chip_map("0 0 0 Ascend\n")
-    with pytest.raises(ParseError, match="4 columns"):
-        p.parse_npu_smi_chip_map(text.splitlines()[0] + "\n\t0  0\n")
-
-
 def test_npu_smi_board(data_dir):
     board = p.parse_npu_smi_board(read(data_dir, "npu-smi-board.txt"))
     assert (board.npu_id, board.software_version, board.firmware_version, board.compatibility) == (
@@ -205,32 +177,6 @@ def test_npu_smi_board_a3(data_dir):
                                                               f"Chip Count                     : {bad}")
         with pytest.raises(ParseError, match=reason):
             p.parse_npu_smi_board(text)
-
-
-def test_npu_smi_health(data_dir):
-    health = p.parse_npu_smi_health(read(data_dir, "npu-smi-health.txt"))
-    assert (health.npu_id, health.health, health.mcu_health) == (0, "OK", "OK")
-    alarm = read(data_dir, "npu-smi-health.txt").replace("Health                         : OK\n\n", "Health                         : Alarm\n\n", 1)
-    assert p.parse_npu_smi_health(alarm).health == "Alarm"
-    with pytest.raises(ParseError, match="truncated"):
-        p.parse_npu_smi_health("\tNPU ID                         : 0\n\tChip Count                     : 1\n")
-
-
-def test_npu_smi_temp(data_dir):
-    temp = p.parse_npu_smi_temp(read(data_dir, "npu-smi-temp.txt"))
-    assert (temp.npu_id, temp.npu_temp_c) == (0, 39)
-    assert temp.sensors == {"LM75A_TE (C)": 36, "LM75B_TE (C)": 36}
-    with pytest.raises(ParseError, match="not an integer"):
-        p.parse_npu_smi_temp(read(data_dir, "npu-smi-temp.txt").replace(": 39", ": hot"))
-
-
-def test_npu_smi_usages():
-    keys = [("DDR Capacity(MB)", 0), ("HBM Capacity(MB)", 65536), ("HBM Usage Rate(%)", 5), ("Aicore Usage Rate(%)", 0)]
-    text = "".join("\t%-30s : %s\n" % kv for kv in keys)
-    usage = p.parse_npu_smi_usages(text)
-    assert (usage.hbm_capacity_mb, usage.hbm_usage_pct, usage.hbm_used_mb) == (65536, 5, 3276)
-    with pytest.raises(ParseError, match="HBM Capacity"):
-        p.parse_npu_smi_usages("\t%-30s : %s\n" % ("DDR Capacity(MB)", 0))
 
 
 def test_hccn_tool_outputs():
@@ -285,15 +231,12 @@ def test_version_info_malformed(text, reason):
 
 PARSERS = [
     (p.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
-    (p.parse_npu_smi_list, "npu-smi-list.txt"),
     (p.parse_npu_smi_board, "npu-smi-board.txt"),
     (p.parse_npu_smi_info, "npu-smi-info-a3-healthy.txt"),
     (p.parse_npu_smi_info, "npu-smi-info-a3-processes.txt"),
     (p.parse_npu_smi_info, "npu-smi-info-a3-wide.txt"),
     (p.parse_npu_smi_board, "npu-smi-board-a3.txt"),
     (p.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
-    (p.parse_npu_smi_health, "npu-smi-health.txt"),
-    (p.parse_npu_smi_temp, "npu-smi-temp.txt"),
     (p.parse_version_info, "driver-version.info"),
     (p.parse_toolkit_install_info, "ascend_toolkit_install.info"),
 ]
