@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from dapo_ops.ascend import parsers
+from dapo_ops.ascend import hccn_tool, npu_smi, version_files
 from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.errors import ParseError
 
@@ -20,23 +20,23 @@ def _wrap(fn, text, *args):
 
 def version_info(text, command="cat version.info"):
     """key=value version file text -> dict (None stays None: not installed)."""
-    return _wrap(parsers.parse_version_info, text, command)
+    return _wrap(version_files.parse_version_info, text, command)
 
 
 def toolkit_info(text):
-    return _wrap(parsers.parse_toolkit_install_info, text)
+    return _wrap(version_files.parse_toolkit_install_info, text)
 
 
 def nnal_info(text):
-    return _wrap(parsers.parse_nnal_version_info, text)
+    return _wrap(version_files.parse_nnal_version_info, text)
 
 
 def kernels_info(text):
-    return _wrap(lambda t: parsers.parse_version_info(t, "cat opp_kernel/version.info", ("version_dir",)), text)
+    return _wrap(lambda t: version_files.parse_version_info(t, "cat opp_kernel/version.info", ("version_dir",)), text)
 
 
 def npu_smi_info(text):
-    info = _wrap(parsers.parse_npu_smi_info, text)
+    info = _wrap(npu_smi.parse_npu_smi_info, text)
     if info is None:
         return None
     return {"npu_smi_version": info.npu_smi_version, "driver_version": info.driver_version,
@@ -48,7 +48,7 @@ def npu_smi_info(text):
 
 
 def npu_smi_board(text):
-    board = _wrap(parsers.parse_npu_smi_board, text)
+    board = _wrap(npu_smi.parse_npu_smi_board, text)
     if board is None:
         return None
     return {"npu_id": board.npu_id, "software_version": board.software_version,
@@ -70,7 +70,7 @@ def python_stack_problems(installed, manifest_data):
 
 def hccn_ip(text):
     """hccn_tool -ip -g output -> {address, netmask} (both None when no IP is set)."""
-    ip = _wrap(parsers.parse_hccn_ip, text or "Get ipconf failed")
+    ip = _wrap(hccn_tool.parse_hccn_ip, text or "Get ipconf failed")
     return {"address": ip.address, "netmask": ip.netmask}
 
 

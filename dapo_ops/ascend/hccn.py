@@ -1,4 +1,4 @@
-"""The NPU RoCE plan and hccn_tool's gateway / netdetect / ping output (pure).
+"""The NPU RoCE plan: its checks before any node is touched, and the peer pings that check it after (pure).
 
 A plan is, per host, one device IP per NPU, the netmask, an optional gateway and an optional netdetect address
 (the ``hccl_network`` role's knobs). ``plan_problems`` checks the shape of the whole play's plan before any node
@@ -6,101 +6,15 @@ is touched: one valid, fleet-unique IP per NPU, one subnet per node (the Atlas 8
 shared/reference/ascend.md §1.3), a gateway inside that subnet, and that NPU i of every host can reach NPU i of
 its peer host (the next host of the play, the last one wrapping to the first) and be answered: the two
 addresses share a subnet, or the sending side has a gateway.
-
-Output formats (shared/reference/ascend.md §3.3 and the public samples named next to each parser).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 
+from dapo_ops.ascend.hccn_tool import parse_hccn_ping
 from dapo_ops.errors import ParseError
-
-UNSET = ("", "0.0.0.0")  # what an unset gateway / netdetect address reads back as
-
-
-# ---------------------------------------------------------------------------------------------------- parsers
-
-
-def _value_after(text: str, command: str, prefix: str) -> tuple[str, int, str]:
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    for line_no, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if stripped.lower().startswith(prefix):
-            return stripped[len(prefix):].lstrip(" :").strip(), line_no, line
-    raise ParseError(command, f"expected '{prefix}...'", 1, lines[0])
-
-
-def _address_or_none(value: str, command: str, line_no: int, line: str) -> str | None:
-    if value in UNSET:
-        return None
-    try:
-        return str(ipaddress.IPv4Address(value))
-    except ValueError:
-        raise ParseError(command, f"{value!r} is not an IPv4 address", line_no, line) from None
-
-
-def parse_hccn_gateway(text: str, command: str = "hccn_tool -i N -gateway -g") -> str | None:
-    """'default gateway:10.20.1.1, Iface:eth0' -> '10.20.1.1'; no gateway (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "default gateway")
-    return _address_or_none(value.split(",", 1)[0].strip(), command, line_no, line)
-
-
-def parse_hccn_netdetect(text: str, command: str = "hccn_tool -i N -netdetect -g") -> str | None:
-    """'netdetect address: 10.20.1.1' -> '10.20.1.1'; unset (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "netdetect address")
-    return _address_or_none(value, command, line_no, line)
-
-
-@dataclass(frozen=True)
-class HccnPing:
-    target: str
-    transmitted: int
-    received: int
-    loss: str  # as printed, e.g. '0.00%'
-
-    @property
-    def ok(self) -> bool:
-        return self.transmitted > 0 and self.received == self.transmitted
-
-
-_PING_HEAD = re.compile(r"^device (\d+) PING (\S+)$")
-_PING_SUMMARY = re.compile(r"^(\d+) packets transmitted, (\d+) received, ([\d.]+%) packet loss$")
-
-
-def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A") -> HccnPing:
-    """``hccn_tool -i N -ping -g address A``.
-
-    Success (ascend.md §3.3, public sample): 'device 3 PING A', three 'recv seq=K,time=Tms' lines,
-    '3 packets transmitted, 3 received, 0.00% packet loss'. Lost packets print 'recv time out seq=K' and the
-    summary counts them ('3 packets transmitted, 2 received, 33.33% packet loss' in Huawei's public MindIE
-    multi-node guide; '3 packets transmitted, 0 received, 100.00% packet loss' is what Huawei's MindCluster
-    troubleshooting guide names as a broken RoCE network between two nodes).
-    """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    target = None
-    for line_no, line in enumerate(lines, 1):
-        head = _PING_HEAD.match(line)
-        if head:
-            target = head.group(2)
-            continue
-        summary = _PING_SUMMARY.match(line)
-        if summary:
-            if target is None:
-                raise ParseError(command, "summary before the 'device N PING A' line", line_no, line)
-            return HccnPing(target, int(summary.group(1)), int(summary.group(2)), summary.group(3))
-        if not (line.startswith("recv seq=") or line.startswith("recv time out")):
-            raise ParseError(command, "unexpected line", line_no, line)
-    raise ParseError(command, "truncated: no 'N packets transmitted, ...' summary")
-
-
-# ------------------------------------------------------------------------------------------------------- plan
 
 
 @dataclass(frozen=True)

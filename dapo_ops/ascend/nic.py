@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dapo_ops.ascend import hccn, parsers
+from dapo_ops.ascend import hccn
+from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_hccn_link, parse_hccn_net_health,
+                                       parse_hccn_netdetect)
 from dapo_ops.errors import ParseError
 
 
@@ -10,8 +12,8 @@ def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
     """outputs: name -> {rc, stdout} for link<N>, net_health<N> (as dapo_node_facts returns them)."""
     problems = []
     for npu in npu_ids:
-        for query, parse, good in (("link", parsers.parse_hccn_link, "UP"),
-                                   ("net_health", parsers.parse_hccn_net_health, "Success")):
+        for query, parse, good in (("link", parse_hccn_link, "UP"),
+                                   ("net_health", parse_hccn_net_health, "Success")):
             result = outputs.get(f"{query}{npu}")
             if result is None:
                 problems.append(f"npu{npu}: no {query} reading")
@@ -32,10 +34,10 @@ def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
     problems = []
     for npu, address in enumerate(plan.get("device_ips") or []):
         readings = (
-            ("ip", parsers.parse_hccn_ip, "-ip", lambda ip: (ip.address, ip.netmask),
+            ("ip", parse_hccn_ip, "-ip", lambda ip: (ip.address, ip.netmask),
              (str(address), str(plan.get("netmask")))),
-            ("gateway", hccn.parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
-            ("netdetect", hccn.parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
+            ("gateway", parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
+            ("netdetect", parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
         )
         for name, parse, flag, value_of, want in readings:
             if want is None:
@@ -76,15 +78,15 @@ def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> li
     netmask = str(plan.get("netmask"))
     for npu, address in enumerate(plan.get("device_ips") or []):
         base = [hccn_tool, "-i", str(npu)]
-        ip = _reading(outputs, f"ip{npu}", parsers.parse_hccn_ip, f"hccn_tool -i {npu} -ip -g")
+        ip = _reading(outputs, f"ip{npu}", parse_hccn_ip, f"hccn_tool -i {npu} -ip -g")
         if ip is None or (ip.address, ip.netmask) != (str(address), netmask):
             commands.append(base + ["-ip", "-s", "address", str(address), "netmask", netmask])
         gateway = plan.get("gateway") or ""
-        if gateway and _reading(outputs, f"gateway{npu}", hccn.parse_hccn_gateway,
+        if gateway and _reading(outputs, f"gateway{npu}", parse_hccn_gateway,
                                 f"hccn_tool -i {npu} -gateway -g") != gateway:
             commands.append(base + ["-gateway", "-s", "gateway", gateway])
         netdetect = plan.get("netdetect") or ""
-        if netdetect and _reading(outputs, f"netdetect{npu}", hccn.parse_hccn_netdetect,
+        if netdetect and _reading(outputs, f"netdetect{npu}", parse_hccn_netdetect,
                                   f"hccn_tool -i {npu} -netdetect -g") != netdetect:
             commands.append(base + ["-netdetect", "-s", "address", netdetect])
     return commands
@@ -107,8 +109,8 @@ def _ping_problems(outputs: dict, peers: list[dict]) -> list[str]:
 
 # name -> function, registered by filter_plugins/dapo_ops.py (each gets the raw text / data first)
 FILTERS = {
-    "dapo_hccn_gateway": hccn.parse_hccn_gateway,
-    "dapo_hccn_netdetect": hccn.parse_hccn_netdetect,
+    "dapo_hccn_gateway": parse_hccn_gateway,
+    "dapo_hccn_netdetect": parse_hccn_netdetect,
     "dapo_hccn_plan_problems": hccn.plan_problems,
     "dapo_hccn_ping_peers": _peers,
     "dapo_hccn_ping_commands": ping_commands,

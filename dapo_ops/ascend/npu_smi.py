@@ -1,8 +1,7 @@
-"""Pure parsers for the output of Ascend tools and version files.
+"""Parsers of npu-smi output: the ``npu-smi info`` table and ``npu-smi info -t board``.
 
-Every parser takes the raw text (and optionally the command it came from, for error messages) and returns a
-typed, frozen result. Malformed or truncated input raises ``ParseError`` naming the command and the line.
-Formats: ../shared/reference/ascend.md §2.5, §3.
+Each takes the raw text (and the command it came from, for the error) and returns a typed, frozen result;
+malformed or truncated output raises ``ParseError`` naming the command and the line.
 """
 
 from __future__ import annotations
@@ -11,50 +10,6 @@ import re
 from dataclasses import dataclass, field
 
 from dapo_ops.errors import ParseError
-
-# --------------------------------------------------------------------------------------------- key=value files
-
-
-def parse_key_values(text: str, command: str, separator: str = "=") -> dict[str, str]:
-    """``key=value`` lines (version.info, ascend_toolkit_install.info); ``key : value`` with separator ':'."""
-    result: dict[str, str] = {}
-    for line_no, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if separator not in stripped:
-            raise ParseError(command, f"expected 'key{separator}value'", line_no, line)
-        key, value = stripped.split(separator, 1)
-        key = key.strip()
-        if not key:
-            raise ParseError(command, "empty key", line_no, line)
-        result[key] = value.strip()
-    if not result:
-        raise ParseError(command, "no key/value lines (empty or truncated file)")
-    return result
-
-
-def parse_version_info(text: str, command: str = "cat version.info", required: tuple[str, ...] = ("Version",)) -> dict[str, str]:
-    """Driver or firmware ``version.info``."""
-    info = parse_key_values(text, command)
-    for key in required:
-        if key not in info or not info[key]:
-            raise ParseError(command, f"missing {key}=")
-    return info
-
-
-def parse_toolkit_install_info(text: str, command: str = "cat ascend_toolkit_install.info") -> dict[str, str]:
-    """CANN ``ascend_toolkit_install.info``."""
-    return parse_version_info(text, command, required=("version", "innerversion"))
-
-
-def parse_nnal_version_info(text: str, command: str = "cat nnal/atb/latest/version.info") -> dict[str, str]:
-    """NNAL ``version.info`` (``Ascend-cann-atb : <version>`` lines)."""
-    info = parse_key_values(text, command, separator=":")
-    if "Ascend-cann-atb" not in info:
-        raise ParseError(command, "missing 'Ascend-cann-atb :' line")
-    return info
-
 
 # ------------------------------------------------------------------------------------------------ npu-smi info
 
@@ -309,7 +264,7 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
     return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
 
 
-# ---------------------------------------------------------------------------------- npu-smi key : value commands
+# ------------------------------------------------------------------------------------------ npu-smi info -t board
 
 
 def parse_kv_blocks(text: str, command: str) -> list[list[tuple[str, str]]]:
@@ -382,72 +337,3 @@ def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") 
         chip_id=_kv_int(pairs["Chip ID"], command, "Chip ID") if "Chip ID" in pairs else None,
         chip_name=pairs.get("Chip Name"),
     )
-
-
-# -------------------------------------------------------------------------------------------------- hccn_tool
-
-
-def _single_line(text: str, command: str, prefix: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    for line_no, line in enumerate(lines, 1):
-        if line.strip().lower().startswith(prefix):
-            return line.split(":", 1)[1].strip()
-    if not lines:
-        raise ParseError(command, "empty output")
-    raise ParseError(command, f"expected '{prefix}: ...'", 1, lines[0])
-
-
-def parse_hccn_link(text: str, command: str = "hccn_tool -i N -link -g") -> str:
-    """'link status: UP' -> 'UP'."""
-    value = _single_line(text, command, "link status")
-    if value not in ("UP", "DOWN"):
-        raise ParseError(command, f"unknown link status {value!r}")
-    return value
-
-
-def parse_hccn_net_health(text: str, command: str = "hccn_tool -i N -net_health -g") -> str:
-    """'net health status: Success' -> 'Success' (other states: Fault, ...)."""
-    value = _single_line(text, command, "net health status")
-    if not value:
-        raise ParseError(command, "empty net health status")
-    return value
-
-
-@dataclass(frozen=True)
-class HccnIp:
-    address: str | None
-    netmask: str | None
-
-    @property
-    def configured(self) -> bool:
-        return self.address is not None
-
-
-_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
-
-
-def parse_hccn_ip(text: str, command: str = "hccn_tool -i N -ip -g") -> HccnIp:
-    """'ipaddr:A' + 'netmask:M', or 'Get ipconf failed, because no ip was preset there!' (no address)."""
-    address = netmask = None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    for line_no, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if stripped.startswith("Get ipconf failed"):
-            return HccnIp(None, None)
-        key, sep, value = stripped.partition(":")
-        if not sep:
-            raise ParseError(command, "expected 'ipaddr:' or 'netmask:'", line_no, line)
-        value = value.strip()
-        if key == "ipaddr":
-            address = value
-        elif key == "netmask":
-            netmask = value
-        else:
-            raise ParseError(command, f"unexpected key {key!r}", line_no, line)
-        if not _IPV4.match(value):
-            raise ParseError(command, f"{key} is not an IPv4 address", line_no, line)
-    if address is None or netmask is None:
-        raise ParseError(command, "truncated: need both ipaddr and netmask")
-    return HccnIp(address, netmask)
