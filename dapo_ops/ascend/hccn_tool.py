@@ -10,34 +10,48 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from dapo_ops.errors import ParseError
+from dapo_ops.ascend.where import Where
 
 UNSET = ("", "0.0.0.0")  # what an unset gateway / netdetect address reads back as
+_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+_PING_HEAD = re.compile(r"^device (\d+) PING (\S+)$")
+_PING_SUMMARY = re.compile(r"^(\d+) packets transmitted, (\d+) received, ([\d.]+%) packet loss$")
 
 
-def _single_line(text: str, command: str, prefix: str) -> str:
+def _nonblank(text: str, where: Where) -> list[str]:
     lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        where.fail("empty output")
+    return lines
+
+
+def _line_starting(text: str, where: Where, prefix: str, expected: str) -> tuple[str, Where]:
+    """The first line starting with `prefix` (in any case), stripped, and where it is (its number among the
+    non-blank lines). None such: ParseError "expected '<expected>'" showing the first line."""
+    lines = _nonblank(text, where)
     for line_no, line in enumerate(lines, 1):
         if line.strip().lower().startswith(prefix):
-            return line.split(":", 1)[1].strip()
-    if not lines:
-        raise ParseError(command, "empty output")
-    raise ParseError(command, f"expected '{prefix}: ...'", 1, lines[0])
+            return line.strip(), where.at(line_no, line)
+    where.at(1, lines[0]).fail(f"expected '{expected}'")
 
 
 def parse_hccn_link(text: str, command: str = "hccn_tool -i N -link -g") -> str:
     """'link status: UP' -> 'UP'."""
-    value = _single_line(text, command, "link status")
+    where = Where(command)
+    line, _ = _line_starting(text, where, "link status", "link status: ...")
+    value = line.split(":", 1)[1].strip()
     if value not in ("UP", "DOWN"):
-        raise ParseError(command, f"unknown link status {value!r}")
+        where.fail(f"unknown link status {value!r}")
     return value
 
 
 def parse_hccn_net_health(text: str, command: str = "hccn_tool -i N -net_health -g") -> str:
     """'net health status: Success' -> 'Success' (other states: Fault, ...)."""
-    value = _single_line(text, command, "net health status")
+    where = Where(command)
+    line, _ = _line_starting(text, where, "net health status", "net health status: ...")
+    value = line.split(":", 1)[1].strip()
     if not value:
-        raise ParseError(command, "empty net health status")
+        where.fail("empty net health status")
     return value
 
 
@@ -51,66 +65,51 @@ class HccnIp:
         return self.address is not None
 
 
-_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
-
-
 def parse_hccn_ip(text: str, command: str = "hccn_tool -i N -ip -g") -> HccnIp:
     """'ipaddr:A' + 'netmask:M', or 'Get ipconf failed, because no ip was preset there!' (no address)."""
     address = netmask = None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    for line_no, line in enumerate(lines, 1):
+    for line_no, line in enumerate(_nonblank(text, Where(command)), 1):
+        where = Where(command, line_no, line)
         stripped = line.strip()
         if stripped.startswith("Get ipconf failed"):
             return HccnIp(None, None)
         key, sep, value = stripped.partition(":")
         if not sep:
-            raise ParseError(command, "expected 'ipaddr:' or 'netmask:'", line_no, line)
+            where.fail("expected 'ipaddr:' or 'netmask:'")
         value = value.strip()
         if key == "ipaddr":
             address = value
         elif key == "netmask":
             netmask = value
         else:
-            raise ParseError(command, f"unexpected key {key!r}", line_no, line)
+            where.fail(f"unexpected key {key!r}")
         if not _IPV4.match(value):
-            raise ParseError(command, f"{key} is not an IPv4 address", line_no, line)
+            where.fail(f"{key} is not an IPv4 address")
     if address is None or netmask is None:
-        raise ParseError(command, "truncated: need both ipaddr and netmask")
+        Where(command).fail("truncated: need both ipaddr and netmask")
     return HccnIp(address, netmask)
 
 
-def _value_after(text: str, command: str, prefix: str) -> tuple[str, int, str]:
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    for line_no, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if stripped.lower().startswith(prefix):
-            return stripped[len(prefix):].lstrip(" :").strip(), line_no, line
-    raise ParseError(command, f"expected '{prefix}...'", 1, lines[0])
-
-
-def _address_or_none(value: str, command: str, line_no: int, line: str) -> str | None:
+def _address_or_none(value: str, where: Where) -> str | None:
     if value in UNSET:
         return None
     try:
         return str(ipaddress.IPv4Address(value))
     except ValueError:
-        raise ParseError(command, f"{value!r} is not an IPv4 address", line_no, line) from None
+        where.fail(f"{value!r} is not an IPv4 address")
 
 
 def parse_hccn_gateway(text: str, command: str = "hccn_tool -i N -gateway -g") -> str | None:
     """'default gateway:10.20.1.1, Iface:eth0' -> '10.20.1.1'; no gateway (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "default gateway")
-    return _address_or_none(value.split(",", 1)[0].strip(), command, line_no, line)
+    line, where = _line_starting(text, Where(command), "default gateway", "default gateway...")
+    value = line[len("default gateway"):].lstrip(" :").strip()
+    return _address_or_none(value.split(",", 1)[0].strip(), where)
 
 
 def parse_hccn_netdetect(text: str, command: str = "hccn_tool -i N -netdetect -g") -> str | None:
     """'netdetect address: 10.20.1.1' -> '10.20.1.1'; unset (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "netdetect address")
-    return _address_or_none(value, command, line_no, line)
+    line, where = _line_starting(text, Where(command), "netdetect address", "netdetect address...")
+    return _address_or_none(line[len("netdetect address"):].lstrip(" :").strip(), where)
 
 
 @dataclass(frozen=True)
@@ -125,10 +124,6 @@ class HccnPing:
         return self.transmitted > 0 and self.received == self.transmitted
 
 
-_PING_HEAD = re.compile(r"^device (\d+) PING (\S+)$")
-_PING_SUMMARY = re.compile(r"^(\d+) packets transmitted, (\d+) received, ([\d.]+%) packet loss$")
-
-
 def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A") -> HccnPing:
     """``hccn_tool -i N -ping -g address A``.
 
@@ -138,11 +133,9 @@ def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A
     multi-node guide; '3 packets transmitted, 0 received, 100.00% packet loss' is what Huawei's MindCluster
     troubleshooting guide names as a broken RoCE network between two nodes).
     """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
     target = None
-    for line_no, line in enumerate(lines, 1):
+    for line_no, line in enumerate((line.strip() for line in _nonblank(text, Where(command))), 1):
+        where = Where(command, line_no, line)
         head = _PING_HEAD.match(line)
         if head:
             target = head.group(2)
@@ -150,8 +143,8 @@ def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A
         summary = _PING_SUMMARY.match(line)
         if summary:
             if target is None:
-                raise ParseError(command, "summary before the 'device N PING A' line", line_no, line)
+                where.fail("summary before the 'device N PING A' line")
             return HccnPing(target, int(summary.group(1)), int(summary.group(2)), summary.group(3))
         if not (line.startswith("recv seq=") or line.startswith("recv time out")):
-            raise ParseError(command, "unexpected line", line_no, line)
-    raise ParseError(command, "truncated: no 'N packets transmitted, ...' summary")
+            where.fail("unexpected line")
+    Where(command).fail("truncated: no 'N packets transmitted, ...' summary")

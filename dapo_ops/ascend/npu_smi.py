@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dapo_ops.errors import ParseError
+from dapo_ops.ascend.where import Where
 
 # ------------------------------------------------------------------------------------------------ npu-smi info
 
@@ -93,46 +93,46 @@ def _cells(line: str) -> list[str]:
     return [p.strip() for p in parts[1:-1]]
 
 
-def _int(value: str, command: str, line_no: int, line: str, what: str) -> int:
+def _int(value: str, where: Where, what: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise ParseError(command, f"{what} is not an integer ({value!r})", line_no, line) from None
+        where.fail(f"{what} is not an integer ({value!r})")
 
 
-def _optional_number(value: str, kind: type, command: str, line_no: int, line: str, what: str):
+def _optional_number(value: str, kind: type, where: Where, what: str):
     if value in ("-", "NA", ""):
         return None
     try:
         return kind(value)
     except ValueError:
-        raise ParseError(command, f"{what} is not a number ({value!r})", line_no, line) from None
+        where.fail(f"{what} is not a number ({value!r})")
 
 
-def _split_metrics(cell: str, count: int, command: str, line_no: int, line: str) -> list[str]:
+def _split_metrics(cell: str, count: int, where: Where) -> list[str]:
     """Split a metrics cell like '102.8  55  0    / 0' into fields, keeping 'a / b' pairs together."""
     normalized = re.sub(r"\s*/\s*", "/", cell.strip())
     fields = normalized.split()
     if len(fields) != count:
-        raise ParseError(command, f"expected {count} fields in the metrics cell, got {len(fields)}", line_no, line)
+        where.fail(f"expected {count} fields in the metrics cell, got {len(fields)}")
     return fields
 
 
-def _pair(value: str, command: str, line_no: int, line: str, what: str) -> tuple[int, int]:
+def _pair(value: str, where: Where, what: str) -> tuple[int, int]:
     match = _PAIR.match(value.replace("/", " / "))
     if not match:
-        raise ParseError(command, f"{what} is not 'used / total' ({value!r})", line_no, line)
+        where.fail(f"{what} is not 'used / total' ({value!r})")
     return int(match.group(1)), int(match.group(2))
 
 
-def _chip_header_ids(cell: str, command: str, line_no: int, line: str) -> int:
+def _chip_header_ids(cell: str, where: Where) -> int:
     """'Chip' -> 1 id per chip row (910B); 'Chip  Phy-ID' / 'Chip Phy-ID' -> 2 (A3: chip id and Phy-ID)."""
     rest = " ".join(cell.split()[1:])
     if not rest:
         return 1
     if rest in _CHIP_ID_COLUMNS:
         return 2
-    raise ParseError(command, f"unknown chip header column {rest!r} (expected 'Chip' or 'Chip  Phy-ID')", line_no, line)
+    where.fail(f"unknown chip header column {rest!r} (expected 'Chip' or 'Chip  Phy-ID')")
 
 
 def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
@@ -152,7 +152,7 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
     device_cells = 3
     chip_ids: int | None = None  # ids per chip row from the header: 1 (Chip) or 2 (Chip Phy-ID); None: not seen
     process_cells = 4
-    pending: tuple[int, str, str, list[str], int, str] | None = None  # the NPU row awaiting its chip row
+    pending: tuple[int, str, str, list[str], Where] | None = None  # the NPU row awaiting its chip row
     seen: set[tuple[int, int]] = set()
     phys: set[int] = set()
 
@@ -161,8 +161,9 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
         stripped = line.strip()
         if not stripped or stripped.startswith("+"):
             continue
+        where = Where(command, line_no, line)
         if not (stripped.startswith("|") and stripped.endswith("|")):
-            raise ParseError(command, "line is not a table row", line_no, line)
+            where.fail("line is not a table row")
         cells = _cells(stripped)
         joined = " ".join(cells)
         header = _HEADER.search(joined)
@@ -171,62 +172,60 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
             continue
         if cells and cells[0].startswith("NPU") and "Name" in cells[0]:
             if section is not None:
-                raise ParseError(command, "a second device table header", line_no, line)
+                where.fail("a second device table header")
             section = "devices"
             device_cells = len(cells)
             if device_cells < 3:
-                raise ParseError(command, f"expected at least 3 cells in the device header, got {device_cells}",
-                                 line_no, line)
+                where.fail(f"expected at least 3 cells in the device header, got {device_cells}")
             continue
         if cells and cells[0].startswith("Chip") and len(cells) >= 2 and cells[1].startswith("Bus-Id"):
             if section != "devices" or chip_ids is not None:
-                raise ParseError(command, "chip header outside the device table header", line_no, line)
-            chip_ids = _chip_header_ids(cells[0], command, line_no, line)
+                where.fail("chip header outside the device table header")
+            chip_ids = _chip_header_ids(cells[0], where)
             continue
         if cells and cells[0].startswith("NPU") and "Chip" in cells[0]:
             if pending is not None:
-                raise ParseError(command, "NPU row without its chip row", pending[4], pending[5])
+                pending[4].fail("NPU row without its chip row")
             section = "processes"
             process_cells = len(cells)
             if process_cells < 4:
-                raise ParseError(command, f"expected at least 4 cells in the process header, got {process_cells}",
-                                 line_no, line)
+                where.fail(f"expected at least 4 cells in the process header, got {process_cells}")
             continue
         if section == "devices":
             if len(cells) != device_cells:
-                raise ParseError(command, f"expected {device_cells} cells, got {len(cells)}", line_no, line)
+                where.fail(f"expected {device_cells} cells, got {len(cells)}")
             first = cells[0].split()
             if pending is None:
                 if len(first) < 2:
-                    raise ParseError(command, "expected 'NPU-ID Name'", line_no, line)
-                npu_id = _int(first[0], command, line_no, line, "NPU id")
-                metrics = _split_metrics(cells[2], 3, command, line_no, line)
-                pending = (npu_id, " ".join(first[1:]), cells[1], metrics, line_no, line)
+                    where.fail("expected 'NPU-ID Name'")
+                npu_id = _int(first[0], where, "NPU id")
+                metrics = _split_metrics(cells[2], 3, where)
+                pending = (npu_id, " ".join(first[1:]), cells[1], metrics, where)
                 continue
             expected_ids = chip_ids or len(first)
             if len(first) != expected_ids or expected_ids not in (1, 2):
                 want = "'Chip Phy-ID'" if chip_ids == 2 else "'Chip'" if chip_ids == 1 else "'Chip [Phy-ID]'"
-                raise ParseError(command, f"expected the chip row ({want}) after an NPU row", line_no, line)
-            npu_id, name, health, first_metrics, _, _ = pending
-            chip_id = _int(first[0], command, line_no, line, "chip id")
-            phy_id = _int(first[1], command, line_no, line, "Phy-ID") if len(first) == 2 else None
+                where.fail(f"expected the chip row ({want}) after an NPU row")
+            npu_id, name, health, first_metrics, _ = pending
+            chip_id = _int(first[0], where, "chip id")
+            phy_id = _int(first[1], where, "Phy-ID") if len(first) == 2 else None
             if (npu_id, chip_id) in seen:
-                raise ParseError(command, f"NPU {npu_id} chip {chip_id} is listed twice", line_no, line)
+                where.fail(f"NPU {npu_id} chip {chip_id} is listed twice")
             if phy_id is not None and phy_id in phys:
-                raise ParseError(command, f"Phy-ID {phy_id} is listed twice", line_no, line)
+                where.fail(f"Phy-ID {phy_id} is listed twice")
             seen.add((npu_id, chip_id))
             if phy_id is not None:
                 phys.add(phy_id)
-            second = _split_metrics(cells[2], 3, command, line_no, line)
-            hp_used, hp_total = _pair(first_metrics[2], command, line_no, line, "Hugepages-Usage")
-            mem_used, mem_total = _pair(second[1], command, line_no, line, "Memory-Usage")
-            hbm_used, hbm_total = _pair(second[2], command, line_no, line, "HBM-Usage")
+            second = _split_metrics(cells[2], 3, where)
+            hp_used, hp_total = _pair(first_metrics[2], where, "Hugepages-Usage")
+            mem_used, mem_total = _pair(second[1], where, "Memory-Usage")
+            hbm_used, hbm_total = _pair(second[2], where, "HBM-Usage")
             chips.append(NpuChip(
                 npu_id=npu_id, chip_id=chip_id, name=name, health=health,
-                power_w=_optional_number(first_metrics[0], float, command, line_no, line, "Power(W)"),
-                temp_c=_optional_number(first_metrics[1], int, command, line_no, line, "Temp(C)"),
+                power_w=_optional_number(first_metrics[0], float, where, "Power(W)"),
+                temp_c=_optional_number(first_metrics[1], int, where, "Temp(C)"),
                 hugepages_used=hp_used, hugepages_total=hp_total, bus_id=cells[1],
-                aicore_pct=_optional_number(second[0], int, command, line_no, line, "AICore(%)"),
+                aicore_pct=_optional_number(second[0], int, where, "AICore(%)"),
                 memory_used_mb=mem_used, memory_total_mb=mem_total, hbm_used_mb=hbm_used, hbm_total_mb=hbm_total,
                 phy_id=phy_id,
             ))
@@ -236,67 +235,49 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
             if len(cells) == 1 and cells[0].startswith("No running processes found"):
                 continue
             if len(cells) != process_cells:
-                raise ParseError(command, f"expected {process_cells} cells in a process row, got {len(cells)}",
-                                 line_no, line)
+                where.fail(f"expected {process_cells} cells in a process row, got {len(cells)}")
             ids = cells[0].split()
             if len(ids) != 2:
-                raise ParseError(command, "expected 'NPU Chip' in a process row", line_no, line)
+                where.fail("expected 'NPU Chip' in a process row")
             processes.append(NpuProcess(
-                npu_id=_int(ids[0], command, line_no, line, "NPU id"),
-                chip_id=_int(ids[1], command, line_no, line, "chip id"),
-                pid=_int(cells[1], command, line_no, line, "process id"),
+                npu_id=_int(ids[0], where, "NPU id"),
+                chip_id=_int(ids[1], where, "chip id"),
+                pid=_int(cells[1], where, "process id"),
                 name=cells[2],
-                memory_mb=_int(cells[3], command, line_no, line, "process memory"),
+                memory_mb=_int(cells[3], where, "process memory"),
             ))
             continue
-        raise ParseError(command, "row outside any known table section", line_no, line)
+        where.fail("row outside any known table section")
 
     if version is None:
-        raise ParseError(command, "no 'npu-smi <ver> Version: <ver>' header (empty or not npu-smi output)")
+        Where(command).fail("no 'npu-smi <ver> Version: <ver>' header (empty or not npu-smi output)")
     if pending is not None:
-        raise ParseError(command, "truncated: NPU row without its chip row", pending[4], pending[5])
+        pending[4].fail("truncated: NPU row without its chip row")
     if section is None:
-        raise ParseError(command, "truncated: no device table after the header")
+        Where(command).fail("truncated: no device table after the header")
     if section != "processes":
-        raise ParseError(command, "truncated: no process table after the device table")
+        Where(command).fail("truncated: no process table after the device table")
     if any(c.phy_id is None for c in chips) and any(c.phy_id is not None for c in chips):
-        raise ParseError(command, "some chip rows carry a Phy-ID and others do not")
+        Where(command).fail("some chip rows carry a Phy-ID and others do not")
     return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
 
 
 # ------------------------------------------------------------------------------------------ npu-smi info -t board
 
 
-def parse_kv_blocks(text: str, command: str) -> list[list[tuple[str, str]]]:
-    """``\\t%-30s : %s`` lines grouped into blank-line separated blocks."""
-    blocks: list[list[tuple[str, str]]] = []
-    current: list[tuple[str, str]] = []
+def _key_value_lines(text: str, where: Where) -> list[tuple[str, str]]:
+    """``\\t%-30s : %s`` lines (blank lines between the NPU's block and its chips' blocks are skipped)."""
+    pairs: list[tuple[str, str]] = []
     for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
-            if current:
-                blocks.append(current)
-                current = []
             continue
         if " : " not in line and not line.rstrip().endswith(" :"):
-            raise ParseError(command, "expected 'key : value'", line_no, line)
+            where.at(line_no, line).fail("expected 'key : value'")
         key, _, value = line.partition(" :")
-        current.append((key.strip(), value.strip()))
-    if current:
-        blocks.append(current)
-    if not blocks:
-        raise ParseError(command, "no 'key : value' lines (empty output)")
-    return blocks
-
-
-def _flat(blocks: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    return [kv for block in blocks for kv in block]
-
-
-def _kv_int(value: str, command: str, key: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ParseError(command, f"{key} is not an integer ({value!r})") from None
+        pairs.append((key.strip(), value.strip()))
+    if not pairs:
+        where.fail("no 'key : value' lines (empty output)")
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -319,21 +300,22 @@ class BoardInfo:
 
 
 def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") -> BoardInfo:
+    where = Where(command)
     pairs: dict[str, str] = {}
-    for key, value in _flat(parse_kv_blocks(text, command)):
+    for key, value in _key_value_lines(text, where):
         pairs.setdefault(key, value)  # the NPU's own block comes first; a later block (a chip's) does not override it
     if "NPU ID" not in pairs:
-        raise ParseError(command, "missing 'NPU ID'")
-    chip_count = _kv_int(pairs["Chip Count"], command, "Chip Count") if "Chip Count" in pairs else None
+        where.fail("missing 'NPU ID'")
+    chip_count = _int(pairs["Chip Count"], where, "Chip Count") if "Chip Count" in pairs else None
     if chip_count is not None and chip_count < 1:
-        raise ParseError(command, f"Chip Count is {chip_count}: an NPU has at least one chip")
+        where.fail(f"Chip Count is {chip_count}: an NPU has at least one chip")
     return BoardInfo(
-        npu_id=_kv_int(pairs["NPU ID"], command, "NPU ID"),
+        npu_id=_int(pairs["NPU ID"], where, "NPU ID"),
         software_version=pairs.get("Software Version"),
         firmware_version=pairs.get("Firmware Version"),
         compatibility=pairs.get("Compatibility"),
         fields=pairs,
         chip_count=chip_count,
-        chip_id=_kv_int(pairs["Chip ID"], command, "Chip ID") if "Chip ID" in pairs else None,
+        chip_id=_int(pairs["Chip ID"], where, "Chip ID") if "Chip ID" in pairs else None,
         chip_name=pairs.get("Chip Name"),
     )

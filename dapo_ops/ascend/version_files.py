@@ -8,10 +8,10 @@ or incomplete files raise ``ParseError``. Driver, firmware and kernels files are
 
 from __future__ import annotations
 
-from dapo_ops.errors import ParseError
+from dapo_ops.ascend.where import Where
 
 
-def parse_key_values(text: str, command: str, separator: str = "=") -> dict[str, str]:
+def _key_values(text: str, where: Where, separator: str = "=") -> dict[str, str]:
     """``key=value`` lines (version.info, ascend_toolkit_install.info); ``key : value`` with separator ':'."""
     result: dict[str, str] = {}
     for line_no, line in enumerate(text.splitlines(), 1):
@@ -19,23 +19,24 @@ def parse_key_values(text: str, command: str, separator: str = "=") -> dict[str,
         if not stripped or stripped.startswith("#"):
             continue
         if separator not in stripped:
-            raise ParseError(command, f"expected 'key{separator}value'", line_no, line)
+            where.at(line_no, line).fail(f"expected 'key{separator}value'")
         key, value = stripped.split(separator, 1)
         key = key.strip()
         if not key:
-            raise ParseError(command, "empty key", line_no, line)
+            where.at(line_no, line).fail("empty key")
         result[key] = value.strip()
     if not result:
-        raise ParseError(command, "no key/value lines (empty or truncated file)")
+        where.fail("no key/value lines (empty or truncated file)")
     return result
 
 
 def parse_version_info(text: str, command: str = "cat version.info", required: tuple[str, ...] = ("Version",)) -> dict[str, str]:
     """Driver or firmware ``version.info``."""
-    info = parse_key_values(text, command)
+    where = Where(command)
+    info = _key_values(text, where)
     for key in required:
         if key not in info or not info[key]:
-            raise ParseError(command, f"missing {key}=")
+            where.fail(f"missing {key}=")
     return info
 
 
@@ -46,7 +47,8 @@ def parse_toolkit_install_info(text: str, command: str = "cat ascend_toolkit_ins
 
 def parse_nnal_version_info(text: str, command: str = "cat nnal/atb/latest/version.info") -> dict[str, str]:
     """NNAL ``version.info`` (``Ascend-cann-atb : <version>`` lines)."""
-    info = parse_key_values(text, command, separator=":")
+    where = Where(command)
+    info = _key_values(text, where, separator=":")
     if "Ascend-cann-atb" not in info:
-        raise ParseError(command, "missing 'Ascend-cann-atb :' line")
+        where.fail("missing 'Ascend-cann-atb :' line")
     return info
