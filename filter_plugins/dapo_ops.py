@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 
 from dapo_ops.ascend import hccn_tool, npu_smi, version_files
 from dapo_ops.ascend.compat import check_compatibility
+from dapo_ops.ascend.npu_smi_board import parse_npu_smi_board
 from dapo_ops.errors import ParseError
 
 
@@ -48,7 +49,7 @@ def npu_smi_info(text):
 
 
 def npu_smi_board(text):
-    board = _wrap(npu_smi.parse_npu_smi_board, text)
+    board = _wrap(parse_npu_smi_board, text)
     if board is None:
         return None
     return {"npu_id": board.npu_id, "software_version": board.software_version,

@@ -1,7 +1,7 @@
-"""Parsers of npu-smi output: the ``npu-smi info`` table and ``npu-smi info -t board``.
+"""Parser of the ``npu-smi info`` table: per chip its health, temperature, power, HBM and bus id; the NPU processes.
 
-Each takes the raw text (and the command it came from, for the error) and returns a typed, frozen result;
-malformed or truncated output raises ``ParseError`` naming the command and the line.
+parse_npu_smi_info takes the raw text (and the command it came from, for the error) and returns a frozen
+NpuSmiInfo; malformed or truncated output raises ``ParseError`` naming the command and the line.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import re
 from dataclasses import dataclass, field
 
 from dapo_ops.ascend.where import Where
-
-# ------------------------------------------------------------------------------------------------ npu-smi info
 
 
 @dataclass(frozen=True)
@@ -93,13 +91,6 @@ def _cells(line: str) -> list[str]:
     return [p.strip() for p in parts[1:-1]]
 
 
-def _int(value: str, where: Where, what: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        where.fail(f"{what} is not an integer ({value!r})")
-
-
 def _optional_number(value: str, kind: type, where: Where, what: str):
     if value in ("-", "NA", ""):
         return None
@@ -135,6 +126,144 @@ def _chip_header_ids(cell: str, where: Where) -> int:
     where.fail(f"unknown chip header column {rest!r} (expected 'Chip' or 'Chip  Phy-ID')")
 
 
+@dataclass(frozen=True)
+class _NpuRow:
+    """An NPU row of the device table, awaiting its chip row."""
+
+    npu_id: int
+    name: str
+    health: str
+    metrics: list[str]  # Power(W), Temp(C), Hugepages-Usage
+    where: Where
+
+
+_CHIP_ROW = {1: "'Chip'", 2: "'Chip Phy-ID'"}  # what a chip row holds, by the number of ids its header names
+
+
+class _Table:
+    """One pass over an ``npu-smi info`` table: row() takes each '|' row in turn, result() checks the end."""
+
+    def __init__(self, command: str):
+        self.command = command
+        self.version = self.driver = None
+        self.chips: list[NpuChip] = []
+        self.processes: list[NpuProcess] = []
+        self.section = None  # "devices" | "processes"
+        self.device_cells = 3
+        self.chip_ids: int | None = None  # ids per chip row: 1 (Chip) or 2 (Chip Phy-ID); None: no header seen
+        self.process_cells = 4
+        self.pending: _NpuRow | None = None
+        self.seen: set[tuple[int, int]] = set()  # (NPU id, chip id)
+        self.phys: set[int] = set()
+
+    def row(self, cells: list[str], where: Where) -> None:
+        header = _HEADER.search(" ".join(cells))
+        first = cells[0] if cells else ""
+        if header and self.version is None:
+            self.version, self.driver = header.group(1), header.group(2)
+        elif first.startswith("NPU") and "Name" in first:
+            self.device_header(cells, where)
+        elif first.startswith("Chip") and len(cells) >= 2 and cells[1].startswith("Bus-Id"):
+            self.chip_header(cells, where)
+        elif first.startswith("NPU") and "Chip" in first:
+            self.process_header(cells, where)
+        elif self.section == "devices":
+            self.device_row(cells, where)
+        elif self.section == "processes":
+            self.process_row(cells, where)
+        else:
+            where.fail("row outside any known table section")
+
+    def device_header(self, cells: list[str], where: Where) -> None:
+        if self.section is not None:
+            where.fail("a second device table header")
+        self.section, self.device_cells = "devices", len(cells)
+        if self.device_cells < 3:
+            where.fail(f"expected at least 3 cells in the device header, got {self.device_cells}")
+
+    def chip_header(self, cells: list[str], where: Where) -> None:
+        if self.section != "devices" or self.chip_ids is not None:
+            where.fail("chip header outside the device table header")
+        self.chip_ids = _chip_header_ids(cells[0], where)
+
+    def process_header(self, cells: list[str], where: Where) -> None:
+        if self.pending is not None:
+            self.pending.where.fail("NPU row without its chip row")
+        self.section, self.process_cells = "processes", len(cells)
+        if self.process_cells < 4:
+            where.fail(f"expected at least 4 cells in the process header, got {self.process_cells}")
+
+    def device_row(self, cells: list[str], where: Where) -> None:
+        if len(cells) != self.device_cells:
+            where.fail(f"expected {self.device_cells} cells, got {len(cells)}")
+        first = cells[0].split()
+        if self.pending is None:
+            if len(first) < 2:
+                where.fail("expected 'NPU-ID Name'")
+            self.pending = _NpuRow(where.integer(first[0], "NPU id"), " ".join(first[1:]), cells[1],
+                                   _split_metrics(cells[2], 3, where), where)
+        else:
+            self.chips.append(self.chip(self.pending, first, cells, where))
+            self.pending = None
+
+    def chip(self, npu: _NpuRow, ids: list[str], cells: list[str], where: Where) -> NpuChip:
+        expected_ids = self.chip_ids or len(ids)
+        if len(ids) != expected_ids or expected_ids not in (1, 2):
+            want = _CHIP_ROW.get(self.chip_ids, "'Chip [Phy-ID]'")
+            where.fail(f"expected the chip row ({want}) after an NPU row")
+        chip_id = where.integer(ids[0], "chip id")
+        phy_id = where.integer(ids[1], "Phy-ID") if len(ids) == 2 else None
+        if (npu.npu_id, chip_id) in self.seen:
+            where.fail(f"NPU {npu.npu_id} chip {chip_id} is listed twice")
+        if phy_id is not None and phy_id in self.phys:
+            where.fail(f"Phy-ID {phy_id} is listed twice")
+        self.seen.add((npu.npu_id, chip_id))
+        self.phys.update(() if phy_id is None else (phy_id,))
+        second = _split_metrics(cells[2], 3, where)
+        hp_used, hp_total = _pair(npu.metrics[2], where, "Hugepages-Usage")
+        mem_used, mem_total = _pair(second[1], where, "Memory-Usage")
+        hbm_used, hbm_total = _pair(second[2], where, "HBM-Usage")
+        return NpuChip(
+            npu_id=npu.npu_id, chip_id=chip_id, name=npu.name, health=npu.health,
+            power_w=_optional_number(npu.metrics[0], float, where, "Power(W)"),
+            temp_c=_optional_number(npu.metrics[1], int, where, "Temp(C)"),
+            hugepages_used=hp_used, hugepages_total=hp_total, bus_id=cells[1],
+            aicore_pct=_optional_number(second[0], int, where, "AICore(%)"),
+            memory_used_mb=mem_used, memory_total_mb=mem_total, hbm_used_mb=hbm_used, hbm_total_mb=hbm_total,
+            phy_id=phy_id,
+        )
+
+    def process_row(self, cells: list[str], where: Where) -> None:
+        if len(cells) == 1 and cells[0].startswith("No running processes found"):
+            return
+        if len(cells) != self.process_cells:
+            where.fail(f"expected {self.process_cells} cells in a process row, got {len(cells)}")
+        ids = cells[0].split()
+        if len(ids) != 2:
+            where.fail("expected 'NPU Chip' in a process row")
+        self.processes.append(NpuProcess(
+            npu_id=where.integer(ids[0], "NPU id"),
+            chip_id=where.integer(ids[1], "chip id"),
+            pid=where.integer(cells[1], "process id"),
+            name=cells[2],
+            memory_mb=where.integer(cells[3], "process memory"),
+        ))
+
+    def result(self) -> NpuSmiInfo:
+        whole = Where(self.command)
+        if self.version is None:
+            whole.fail("no 'npu-smi <ver> Version: <ver>' header (empty or not npu-smi output)")
+        if self.pending is not None:
+            self.pending.where.fail("truncated: NPU row without its chip row")
+        if self.section is None:
+            whole.fail("truncated: no device table after the header")
+        if self.section != "processes":
+            whole.fail("truncated: no process table after the device table")
+        if any(c.phy_id is None for c in self.chips) and any(c.phy_id is not None for c in self.chips):
+            whole.fail("some chip rows carry a Phy-ID and others do not")
+        return NpuSmiInfo(self.version, self.driver or self.version, tuple(self.chips), tuple(self.processes))
+
+
 def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
     """The ``npu-smi info`` table, split on '|' (cell widths differ between npu-smi releases).
 
@@ -145,177 +274,13 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
     follows names ``NPU Chip`` per row; later npu-smi releases add a trailing ``Process id in container`` column
     (read and ignored). ../shared/reference/ascend.md §3.1.
     """
-    version = driver = None
-    chips: list[NpuChip] = []
-    processes: list[NpuProcess] = []
-    section = None  # "devices" | "processes"
-    device_cells = 3
-    chip_ids: int | None = None  # ids per chip row from the header: 1 (Chip) or 2 (Chip Phy-ID); None: not seen
-    process_cells = 4
-    pending: tuple[int, str, str, list[str], Where] | None = None  # the NPU row awaiting its chip row
-    seen: set[tuple[int, int]] = set()
-    phys: set[int] = set()
-
-    lines = text.splitlines()
-    for line_no, line in enumerate(lines, 1):
+    table = _Table(command)
+    for line_no, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("+"):
             continue
         where = Where(command, line_no, line)
         if not (stripped.startswith("|") and stripped.endswith("|")):
             where.fail("line is not a table row")
-        cells = _cells(stripped)
-        joined = " ".join(cells)
-        header = _HEADER.search(joined)
-        if header and version is None:
-            version, driver = header.group(1), header.group(2)
-            continue
-        if cells and cells[0].startswith("NPU") and "Name" in cells[0]:
-            if section is not None:
-                where.fail("a second device table header")
-            section = "devices"
-            device_cells = len(cells)
-            if device_cells < 3:
-                where.fail(f"expected at least 3 cells in the device header, got {device_cells}")
-            continue
-        if cells and cells[0].startswith("Chip") and len(cells) >= 2 and cells[1].startswith("Bus-Id"):
-            if section != "devices" or chip_ids is not None:
-                where.fail("chip header outside the device table header")
-            chip_ids = _chip_header_ids(cells[0], where)
-            continue
-        if cells and cells[0].startswith("NPU") and "Chip" in cells[0]:
-            if pending is not None:
-                pending[4].fail("NPU row without its chip row")
-            section = "processes"
-            process_cells = len(cells)
-            if process_cells < 4:
-                where.fail(f"expected at least 4 cells in the process header, got {process_cells}")
-            continue
-        if section == "devices":
-            if len(cells) != device_cells:
-                where.fail(f"expected {device_cells} cells, got {len(cells)}")
-            first = cells[0].split()
-            if pending is None:
-                if len(first) < 2:
-                    where.fail("expected 'NPU-ID Name'")
-                npu_id = _int(first[0], where, "NPU id")
-                metrics = _split_metrics(cells[2], 3, where)
-                pending = (npu_id, " ".join(first[1:]), cells[1], metrics, where)
-                continue
-            expected_ids = chip_ids or len(first)
-            if len(first) != expected_ids or expected_ids not in (1, 2):
-                want = "'Chip Phy-ID'" if chip_ids == 2 else "'Chip'" if chip_ids == 1 else "'Chip [Phy-ID]'"
-                where.fail(f"expected the chip row ({want}) after an NPU row")
-            npu_id, name, health, first_metrics, _ = pending
-            chip_id = _int(first[0], where, "chip id")
-            phy_id = _int(first[1], where, "Phy-ID") if len(first) == 2 else None
-            if (npu_id, chip_id) in seen:
-                where.fail(f"NPU {npu_id} chip {chip_id} is listed twice")
-            if phy_id is not None and phy_id in phys:
-                where.fail(f"Phy-ID {phy_id} is listed twice")
-            seen.add((npu_id, chip_id))
-            if phy_id is not None:
-                phys.add(phy_id)
-            second = _split_metrics(cells[2], 3, where)
-            hp_used, hp_total = _pair(first_metrics[2], where, "Hugepages-Usage")
-            mem_used, mem_total = _pair(second[1], where, "Memory-Usage")
-            hbm_used, hbm_total = _pair(second[2], where, "HBM-Usage")
-            chips.append(NpuChip(
-                npu_id=npu_id, chip_id=chip_id, name=name, health=health,
-                power_w=_optional_number(first_metrics[0], float, where, "Power(W)"),
-                temp_c=_optional_number(first_metrics[1], int, where, "Temp(C)"),
-                hugepages_used=hp_used, hugepages_total=hp_total, bus_id=cells[1],
-                aicore_pct=_optional_number(second[0], int, where, "AICore(%)"),
-                memory_used_mb=mem_used, memory_total_mb=mem_total, hbm_used_mb=hbm_used, hbm_total_mb=hbm_total,
-                phy_id=phy_id,
-            ))
-            pending = None
-            continue
-        if section == "processes":
-            if len(cells) == 1 and cells[0].startswith("No running processes found"):
-                continue
-            if len(cells) != process_cells:
-                where.fail(f"expected {process_cells} cells in a process row, got {len(cells)}")
-            ids = cells[0].split()
-            if len(ids) != 2:
-                where.fail("expected 'NPU Chip' in a process row")
-            processes.append(NpuProcess(
-                npu_id=_int(ids[0], where, "NPU id"),
-                chip_id=_int(ids[1], where, "chip id"),
-                pid=_int(cells[1], where, "process id"),
-                name=cells[2],
-                memory_mb=_int(cells[3], where, "process memory"),
-            ))
-            continue
-        where.fail("row outside any known table section")
-
-    if version is None:
-        Where(command).fail("no 'npu-smi <ver> Version: <ver>' header (empty or not npu-smi output)")
-    if pending is not None:
-        pending[4].fail("truncated: NPU row without its chip row")
-    if section is None:
-        Where(command).fail("truncated: no device table after the header")
-    if section != "processes":
-        Where(command).fail("truncated: no process table after the device table")
-    if any(c.phy_id is None for c in chips) and any(c.phy_id is not None for c in chips):
-        Where(command).fail("some chip rows carry a Phy-ID and others do not")
-    return NpuSmiInfo(version, driver or version, tuple(chips), tuple(processes))
-
-
-# ------------------------------------------------------------------------------------------ npu-smi info -t board
-
-
-def _key_value_lines(text: str, where: Where) -> list[tuple[str, str]]:
-    """``\\t%-30s : %s`` lines (blank lines between the NPU's block and its chips' blocks are skipped)."""
-    pairs: list[tuple[str, str]] = []
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        if " : " not in line and not line.rstrip().endswith(" :"):
-            where.at(line_no, line).fail("expected 'key : value'")
-        key, _, value = line.partition(" :")
-        pairs.append((key.strip(), value.strip()))
-    if not pairs:
-        where.fail("no 'key : value' lines (empty output)")
-    return pairs
-
-
-@dataclass(frozen=True)
-class BoardInfo:
-    """``npu-smi info -t board -i N`` (the NPU's board) or ``... -i N -c CHIP`` (one chip of it).
-
-    The NPU form carries the driver (``Software Version``), the firmware and their ``Compatibility`` and ends with
-    ``Chip Count`` (1 on a 910B, 2 on an Atlas 800T A3). The chip form carries ``Chip ID``, ``Chip Name`` and the
-    chip's ``Firmware Version`` instead (no Software Version, no Compatibility). ../shared/reference/ascend.md §3.2.
-    """
-
-    npu_id: int
-    software_version: str | None
-    firmware_version: str | None
-    compatibility: str | None
-    fields: dict[str, str]
-    chip_count: int | None = None
-    chip_id: int | None = None
-    chip_name: str | None = None
-
-
-def parse_npu_smi_board(text: str, command: str = "npu-smi info -t board -i N") -> BoardInfo:
-    where = Where(command)
-    pairs: dict[str, str] = {}
-    for key, value in _key_value_lines(text, where):
-        pairs.setdefault(key, value)  # the NPU's own block comes first; a later block (a chip's) does not override it
-    if "NPU ID" not in pairs:
-        where.fail("missing 'NPU ID'")
-    chip_count = _int(pairs["Chip Count"], where, "Chip Count") if "Chip Count" in pairs else None
-    if chip_count is not None and chip_count < 1:
-        where.fail(f"Chip Count is {chip_count}: an NPU has at least one chip")
-    return BoardInfo(
-        npu_id=_int(pairs["NPU ID"], where, "NPU ID"),
-        software_version=pairs.get("Software Version"),
-        firmware_version=pairs.get("Firmware Version"),
-        compatibility=pairs.get("Compatibility"),
-        fields=pairs,
-        chip_count=chip_count,
-        chip_id=_int(pairs["Chip ID"], where, "Chip ID") if "Chip ID" in pairs else None,
-        chip_name=pairs.get("Chip Name"),
-    )
+        table.row(_cells(stripped), where)
+    return table.result()

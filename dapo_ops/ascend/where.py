@@ -22,3 +22,10 @@ class Where:
     def fail(self, reason: str) -> NoReturn:
         """Raise ParseError: "cannot parse `command` output[ at line N]: reason[: 'the line']"."""
         raise ParseError(self.command, reason, self.line_no, self.line) from None
+
+    def integer(self, value: str, what: str) -> int:
+        """int(value); not an integer: ParseError "<what> is not an integer (<value>)"."""
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{what} is not an integer ({value!r})")

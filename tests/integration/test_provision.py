@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dapo_ops.ascend import npu_smi, version_files
+from dapo_ops.ascend import npu_smi, npu_smi_board, version_files
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 from dapo_ops.stackcheck import pinned_python_packages, version_matches
@@ -41,7 +41,7 @@ def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):
                                                             manifest.artifact("firmware").version)
         info = npu_smi.parse_npu_smi_info(sh(host, "npu-smi info").stdout)
         assert info.driver_version == manifest.artifact("driver").version and len(info.chips) == 16
-        board = npu_smi.parse_npu_smi_board(sh(host, "npu-smi info -t board -i 15").stdout)
+        board = npu_smi_board.parse_npu_smi_board(sh(host, "npu-smi info -t board -i 15").stdout)
         assert (board.firmware_version, board.compatibility) == (manifest.artifact("firmware").version, "OK")
         toolkit = version_files.parse_toolkit_install_info(sh(host, f"cat /usr/local/Ascend/{manifest.artifact('cann_toolkit').version_file}").stdout)
         assert toolkit["version"] == manifest.artifact("cann_toolkit").version

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dapo_ops.ascend import hccn_tool, npu_smi, version_files
+from dapo_ops.ascend import hccn_tool, npu_smi, npu_smi_board, version_files
 from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
@@ -50,7 +50,7 @@ def test_nic_faults_in_hccn_tool(fleet):
 def test_old_firmware_node(fleet):
     manifest = load_manifest()
     node2 = fleet["node2"]
-    board = npu_smi.parse_npu_smi_board(sh(node2, "npu-smi info -t board -i 0").stdout)
+    board = npu_smi_board.parse_npu_smi_board(sh(node2, "npu-smi info -t board -i 0").stdout)
     assert board.firmware_version == "7.5.0.1.129"
     assert board.software_version == "24.1.rc3"
     firmware = version_files.parse_version_info(sh(node2, "cat /usr/local/Ascend/firmware/version.info").stdout)
@@ -61,7 +61,7 @@ def test_old_firmware_node(fleet):
 
 def test_out_of_range_pair_and_half_installed_driver(fleet):
     node3 = fleet["node3"]
-    board = npu_smi.parse_npu_smi_board(sh(node3, "npu-smi info -t board -i 0").stdout)
+    board = npu_smi_board.parse_npu_smi_board(sh(node3, "npu-smi info -t board -i 0").stdout)
     assert (board.software_version, board.firmware_version, board.compatibility) == ("24.1.rc2", "7.3.0.1.231", "NOK")
     driver = version_files.parse_version_info(sh(node3, "cat /usr/local/Ascend/driver/version.info").stdout)
     firmware = version_files.parse_version_info(sh(node3, "cat /usr/local/Ascend/firmware/version.info").stdout)

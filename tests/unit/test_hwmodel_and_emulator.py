@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dapo_ops.ascend import hccn_tool, npu_smi
+from dapo_ops.ascend import hccn_tool, npu_smi, npu_smi_board
 from dapo_ops.errors import UsageError
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim import hwmodel
@@ -125,12 +125,12 @@ def test_each_npu_fault_is_visible(tmp_path):
 def test_board_compatibility_follows_the_driver_range(tmp_path):
     hw = model()
     node = Node(tmp_path, hw)
-    board = npu_smi.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
+    board = npu_smi_board.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
     assert (board.firmware_version, board.compatibility) == ("7.1.0.7.220", "OK")
     hw = node.hw()
     hw["firmware"]["active"] = "7.8.0.6.236"
     (node.hw_dir / "hw.json").write_text(json.dumps(hw))
-    board = npu_smi.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
+    board = npu_smi_board.parse_npu_smi_board(node.run("npu-smi", "info", "-t", "board", "-i", "0").stdout)
     assert board.compatibility == "NOK"
 
 

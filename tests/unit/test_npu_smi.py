@@ -2,7 +2,7 @@
 
 import pytest
 
-from dapo_ops.ascend import npu_smi
+from dapo_ops.ascend import npu_smi, npu_smi_board
 from dapo_ops.errors import ParseError
 
 from .mangle import mangled
@@ -153,44 +153,44 @@ def test_npu_smi_info_a3_malformed(data_dir, sample, old, new, reason):
 
 
 def test_npu_smi_board(data_dir):
-    board = npu_smi.parse_npu_smi_board(read(data_dir, "npu-smi-board.txt"))
+    board = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board.txt"))
     assert (board.npu_id, board.software_version, board.firmware_version, board.compatibility) == (
         0, "25.5.1", "7.8.0.6.201", "OK")
     assert board.fields["PCIe Bus Info"] == "0000:C1:00.0"
     with pytest.raises(ParseError, match="NPU ID"):
-        npu_smi.parse_npu_smi_board("\tSoftware Version               : 25.5.1\n")
+        npu_smi_board.parse_npu_smi_board("\tSoftware Version               : 25.5.1\n")
     with pytest.raises(ParseError, match="key : value"):
-        npu_smi.parse_npu_smi_board("npu-smi: command not found\n")
+        npu_smi_board.parse_npu_smi_board("npu-smi: command not found\n")
     assert (board.chip_count, board.chip_id) == (1, None)
 
 
 def test_npu_smi_board_a3(data_dir):
     """A3: `-t board -i N` reports Chip Count 2; `-i N -c CHIP` is one chip (no driver, no Compatibility)."""
-    board = npu_smi.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt"))
+    board = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt"))
     assert (board.npu_id, board.chip_count, board.chip_id) == (0, 2, None)
     assert (board.software_version, board.firmware_version, board.compatibility) == ("25.0.rc1.1", "7.7.0.1.231", "OK")
-    chip = npu_smi.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3-chip.txt"), "npu-smi info -t board -i 0 -c 1")
+    chip = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3-chip.txt"), "npu-smi info -t board -i 0 -c 1")
     assert (chip.npu_id, chip.chip_id, chip.chip_name, chip.chip_count) == (0, 1, "Ascend910", None)
     assert (chip.software_version, chip.firmware_version, chip.compatibility) == (None, "7.7.0.1.231", None)
     # a chip block after the NPU's own block does not override the NPU's values
     chip_block = read(data_dir, "npu-smi-board-a3-chip.txt").replace("7.7.0.1.231", "9.9.9")
-    both = npu_smi.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt") + "\n" + chip_block)
+    both = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt") + "\n" + chip_block)
     assert (both.firmware_version, both.chip_count, both.chip_id) == ("7.7.0.1.231", 2, 1)
     for bad, reason in (("0", "at least one chip"), ("two", "Chip Count is not an integer")):
         text = read(data_dir, "npu-smi-board-a3.txt").replace("Chip Count                     : 2",
                                                               f"Chip Count                     : {bad}")
         with pytest.raises(ParseError, match=reason):
-            npu_smi.parse_npu_smi_board(text)
+            npu_smi_board.parse_npu_smi_board(text)
 
 
 @pytest.mark.parametrize("parser, sample", [
     (npu_smi.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
-    (npu_smi.parse_npu_smi_board, "npu-smi-board.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board.txt"),
     (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-healthy.txt"),
     (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-processes.txt"),
     (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-wide.txt"),
-    (npu_smi.parse_npu_smi_board, "npu-smi-board-a3.txt"),
-    (npu_smi.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board-a3.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
 ])
 def test_truncated_and_mangled_input_only_ever_raises_parse_error(data_dir, parser, sample):
     """Every line-prefix and a few hundred seeded mutations: a result or a ParseError, nothing else."""
