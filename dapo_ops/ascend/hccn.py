@@ -62,10 +62,8 @@ def peer_host(order: list[str], host: str) -> str | None:
     return order[(order.index(host) + 1) % len(order)]
 
 
-def _host_problems(host: str, plan: dict) -> list[str]:
+def _address_problems(ips: list, npus: int) -> list[str]:
     problems = []
-    ips = list(plan.get("device_ips") or [])
-    npus = int(plan.get("npus") or 0)
     if len(ips) != npus:
         problems.append(f"{len(ips)} device IPs for {npus} NPUs (one per NPU, in NPU-id order)")
     bad = [str(a) for a in ips if _ip(a) is None]
@@ -74,10 +72,26 @@ def _host_problems(host: str, plan: dict) -> list[str]:
     dup = sorted({str(a) for a in ips if ips.count(a) > 1})
     if dup:
         problems.append(f"device IPs listed twice: {', '.join(dup)}")
+    return problems
+
+
+def _gateway_problems(gateway: ipaddress.IPv4Address | None, subnets: list[str],
+                      good: list[ipaddress.IPv4Address]) -> list[str]:
+    if gateway is None or len(subnets) != 1:
+        return []
+    if gateway not in ipaddress.IPv4Network(subnets[0]):
+        return [f"gateway {gateway} is outside the NPUs' subnet {subnets[0]}"]
+    if gateway in good:
+        return [f"gateway {gateway} is also a device IP"]
+    return []
+
+
+def _host_problems(host: str, plan: dict) -> list[str]:
+    ips = list(plan.get("device_ips") or [])
+    problems = _address_problems(ips, int(plan.get("npus") or 0))
     netmask = str(plan.get("netmask") or "")
     if not _mask_ok(netmask):
-        problems.append(f"netmask {netmask!r} is not a dotted IPv4 netmask")
-        return problems
+        return problems + [f"netmask {netmask!r} is not a dotted IPv4 netmask"]
     good = [_ip(a) for a in ips if _ip(a) is not None]
     subnets = sorted({str(_network(a, netmask)) for a in good})
     if len(subnets) > 1:
@@ -86,13 +100,40 @@ def _host_problems(host: str, plan: dict) -> list[str]:
         value = str(plan.get(knob) or "")
         if value and _ip(value) is None:
             problems.append(f"{knob} {value!r} is not an IPv4 address")
-    gateway = _ip(plan.get("gateway") or "")
-    if gateway is not None and len(subnets) == 1:
-        if gateway not in ipaddress.IPv4Network(subnets[0]):
-            problems.append(f"gateway {gateway} is outside the NPUs' subnet {subnets[0]}")
-        elif gateway in good:
-            problems.append(f"gateway {gateway} is also a device IP")
-    return problems
+    return problems + _gateway_problems(_ip(plan.get("gateway") or ""), subnets, good)
+
+
+def _shared_addresses(plans: dict[str, dict], order: list[str]) -> list[tuple[str, str]]:
+    """(host, problem) for each device IP that an NPU of an earlier host of the play already has."""
+    owners: dict[str, tuple[str, int]] = {}
+    found = []
+    for host in order:
+        for npu, address in enumerate((plans.get(host) or {}).get("device_ips") or []):
+            other = owners.setdefault(str(address), (host, npu))
+            if other[0] != host:
+                found.append((host, f"npu{npu} {address} is also npu{other[1]} of {other[0]} "
+                                    "(device IPs must be unique in the fleet)"))
+    return found
+
+
+def _reach_problem(plans: dict[str, dict], host: str, peer: str) -> str | None:
+    """Why NPUs of `host` cannot reach the same NPUs of `peer` and be answered (two well-formed plans), or None."""
+    mine, theirs = plans[host], plans[peer]
+    unreachable = []
+    for npu, (a, b) in enumerate(zip(mine["device_ips"], theirs["device_ips"])):
+        a, b = _ip(a), _ip(b)
+        there = b in _network(a, mine["netmask"]) or bool(mine.get("gateway"))
+        back = a in _network(b, theirs["netmask"]) or bool(theirs.get("gateway"))
+        if not (there and back):
+            unreachable.append(npu)
+    if not unreachable:
+        return None
+    no_gateway = [h for h in (host, peer) if not plans[h].get("gateway")]
+    subnets = " and ".join(sorted({str(_network(_ip(plans[h]["device_ips"][0]), plans[h]["netmask"]))
+                                   for h in (host, peer)}))
+    return (f"{_ranges(unreachable)} cannot reach the same NPUs of {peer}: subnets {subnets} differ and "
+            f"{' and '.join(no_gateway)} set{'s' if len(no_gateway) == 1 else ''} no gateway "
+            f"(set dapo_device_gateway, or put both nodes in one subnet)")
 
 
 def plan_problems(plans: dict[str, dict], order: list[str]) -> dict[str, list[str]]:
@@ -103,34 +144,16 @@ def plan_problems(plans: dict[str, dict], order: list[str]) -> dict[str, list[st
         found = _host_problems(host, plans.get(host) or {})
         if found:
             problems[host] = found
-    owners: dict[str, tuple[str, int]] = {}
-    for host in order:
-        for npu, address in enumerate((plans.get(host) or {}).get("device_ips") or []):
-            other = owners.setdefault(str(address), (host, npu))
-            if other[0] != host:
-                problems.setdefault(host, []).append(
-                    f"npu{npu} {address} is also npu{other[1]} of {other[0]} (device IPs must be unique in the fleet)")
+    for host, problem in _shared_addresses(plans, order):
+        problems.setdefault(host, []).append(problem)
     malformed = set(problems)
     for host in order:
         peer = peer_host(order, host)
         if peer is None or host in malformed or peer in malformed:
             continue
-        mine, theirs = plans[host], plans[peer]
-        unreachable = []
-        for npu, (a, b) in enumerate(zip(mine["device_ips"], theirs["device_ips"])):
-            a, b = _ip(a), _ip(b)
-            there = b in _network(a, mine["netmask"]) or bool(mine.get("gateway"))
-            back = a in _network(b, theirs["netmask"]) or bool(theirs.get("gateway"))
-            if not (there and back):
-                unreachable.append(npu)
-        if unreachable:
-            no_gateway = [h for h in (host, peer) if not plans[h].get("gateway")]
-            subnets = " and ".join(sorted({str(_network(_ip(plans[h]["device_ips"][0]), plans[h]["netmask"]))
-                                           for h in (host, peer)}))
-            problems.setdefault(host, []).append(
-                f"{_ranges(unreachable)} cannot reach the same NPUs of {peer}: subnets {subnets} differ and "
-                f"{' and '.join(no_gateway)} set{'s' if len(no_gateway) == 1 else ''} no gateway "
-                f"(set dapo_device_gateway, or put both nodes in one subnet)")
+        problem = _reach_problem(plans, host, peer)
+        if problem:
+            problems.setdefault(host, []).append(problem)
     return problems
 
 
