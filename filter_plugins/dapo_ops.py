@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from dapo_ops.ascend import hccn_tool, npu_smi, version_files
 from dapo_ops.ascend.compat import check_compatibility
-from dapo_ops.ascend.npu_smi_board import parse_npu_smi_board
+from dapo_ops.ascend.version_files import parse_version_info
+from dapo_ops.audit.facts import board as board_fact
+from dapo_ops.audit.facts import ip as ip_fact
+from dapo_ops.audit.facts import kernels_info as kernels_fact
+from dapo_ops.audit.facts import nnal_info as nnal_fact
+from dapo_ops.audit.facts import npu_smi_info as npu_smi_fact
+from dapo_ops.audit.facts import toolkit_info as toolkit_fact
 from dapo_ops.errors import ParseError
 
 
@@ -21,39 +26,33 @@ def _wrap(fn, text, *args):
 
 def version_info(text, command="cat version.info"):
     """key=value version file text -> dict (None stays None: not installed)."""
-    return _wrap(version_files.parse_version_info, text, command)
+    return _wrap(parse_version_info, text, command)
+
+
+# The filters below return what the audit's fact of the same output records (dapo_ops/audit/facts/), so a role
+# and `dapo-ops audit` read one shape: e.g. an npu-smi info chip is {npu_id, chip_id, phy_id, device_id, ...}.
 
 
 def toolkit_info(text):
-    return _wrap(version_files.parse_toolkit_install_info, text)
+    return _wrap(toolkit_fact.FACT.parse, text)
 
 
 def nnal_info(text):
-    return _wrap(version_files.parse_nnal_version_info, text)
+    return _wrap(nnal_fact.FACT.parse, text)
 
 
 def kernels_info(text):
-    return _wrap(lambda t: version_files.parse_version_info(t, "cat opp_kernel/version.info", ("version_dir",)), text)
+    return _wrap(kernels_fact.FACT.parse, text)
 
 
 def npu_smi_info(text):
-    info = _wrap(npu_smi.parse_npu_smi_info, text)
-    if info is None:
-        return None
-    return {"npu_smi_version": info.npu_smi_version, "driver_version": info.driver_version,
-            "npus": [{"id": c.npu_id, "name": c.name, "health": c.health, "temp_c": c.temp_c,
-                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb, "bus_id": c.bus_id,
-                      # one entry per chip: an A3 NPU has two (chip 0/1, Phy-ID = the /dev/davinciN device)
-                      "chip_id": c.chip_id, "phy_id": c.phy_id, "device_id": c.device_id}
-                     for c in info.chips]}
+    """npu-smi info text -> {driver_version, npus (one per chip), processes}, as the npu_smi_info fact."""
+    return _wrap(npu_smi_fact.FACT.parse, text)
 
 
 def npu_smi_board(text):
-    board = _wrap(parse_npu_smi_board, text)
-    if board is None:
-        return None
-    return {"npu_id": board.npu_id, "software_version": board.software_version,
-            "firmware_version": board.firmware_version, "compatibility": board.compatibility}
+    """npu-smi info -t board text -> {npu_id, software_version, firmware_version, compatibility, chip_count}."""
+    return _wrap(board_fact.FACT.parse, text)
 
 
 def ascend_compat(driver, firmware=None, toolkit=None):
@@ -71,8 +70,7 @@ def python_stack_problems(installed, manifest_data):
 
 def hccn_ip(text):
     """hccn_tool -ip -g output -> {address, netmask} (both None when no IP is set)."""
-    ip = _wrap(hccn_tool.parse_hccn_ip, text or "Get ipconf failed")
-    return {"address": ip.address, "netmask": ip.netmask}
+    return _wrap(ip_fact.FACT.parse, text or "Get ipconf failed")
 
 
 def hccn_problems(outputs, npu_ids):

@@ -201,21 +201,31 @@ def test_truncated_and_mangled_input_only_ever_raises_parse_error(data_dir, pars
             pass
 
 
-def test_ansible_filter_keeps_its_shape_and_names_each_chip(data_dir):
-    """filter_plugins/dapo_ops.py dapo_npu_smi_info: the keys Ansible reads stay; an A3 entry also names its chip."""
+def test_ansible_filters_return_what_the_audit_facts_record(data_dir):
+    """filter_plugins/dapo_ops.py: dapo_npu_smi_info, dapo_npu_smi_board and dapo_hccn_ip give the roles the shape
+    the audit facts record (a chip's NPU is npu_id; an A3 entry also names its chip and device)."""
     import importlib.util
 
+    from dapo_ops.audit.fact import all_facts
     from dapo_ops.paths import PROJECT_ROOT
 
     spec = importlib.util.spec_from_file_location("dapo_filters_a3", PROJECT_ROOT / "filter_plugins" / "dapo_ops.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    npu_smi_info = module.FilterModule().filters()["dapo_npu_smi_info"]
+    filters, facts = module.FilterModule().filters(), all_facts()
+    npu_smi_info = filters["dapo_npu_smi_info"]
     b = npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    assert b == facts["npu_smi_info"].parse(read(data_dir, "npu-smi-info-8npu-processes.txt"))
     assert b["driver_version"] == "25.0.rc1.1"
-    keys = ("id", "name", "health", "temp_c", "hbm_used_mb", "hbm_total_mb", "bus_id")
+    keys = ("npu_id", "name", "health", "temp_c", "hbm_used_mb", "hbm_total_mb", "bus_id")
     assert {k: b["npus"][0][k] for k in keys} == {
-        "id": 0, "name": "910B3", "health": "OK", "temp_c": 55, "hbm_used_mb": 60478, "hbm_total_mb": 65536,
+        "npu_id": 0, "name": "910B3", "health": "OK", "temp_c": 55, "hbm_used_mb": 60478, "hbm_total_mb": 65536,
         "bus_id": "0000:C1:00.0"}
     a3 = npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
-    assert [(n["id"], n["chip_id"], n["device_id"]) for n in a3["npus"] if n["health"] != "OK"] == [(3, 1, 7)]
+    assert [(n["npu_id"], n["chip_id"], n["device_id"]) for n in a3["npus"] if n["health"] != "OK"] == [(3, 1, 7)]
+    assert npu_smi_info(None) is None
+    board = read(data_dir, "npu-smi-board-a3.txt")
+    assert filters["dapo_npu_smi_board"](board) == facts["board"].parse(board)
+    assert filters["dapo_hccn_ip"]("ipaddr:10.86.1.80\nnetmask:255.255.255.0\n") == {
+        "address": "10.86.1.80", "netmask": "255.255.255.0"}
+    assert filters["dapo_hccn_ip"](None) == {"address": None, "netmask": None}
