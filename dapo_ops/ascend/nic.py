@@ -1,4 +1,4 @@
-"""NPU NIC state from hccn_tool output (pure), and the hccl_network role's filters."""
+"""NPU NIC state from hccn_tool output (pure): what a good NIC reads, and the hccl_network role's filters."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_
 from dapo_ops.errors import ParseError
 
 
+# What a good NPU NIC reads: the one rule the hccl_network role (nic_problems) and the audit (its link-down and
+# net-unhealthy findings, its report's L / N marks) apply, through nic_faults.
+GOOD_NIC = {"link": "UP", "net_health": "Success"}
+
+
+def nic_faults(link: str | None = None, net_health: str | None = None) -> dict[str, str]:
+    """The readings of an NPU NIC (hccn_tool -link -g, -net_health -g) that are not what a good NIC reads (link UP,
+    net health Success): name -> value, link first. A reading that is None (not taken, or unknown) is not judged."""
+    readings = {"link": link, "net_health": net_health}
+    return {name: value for name, value in readings.items() if value is not None and value != GOOD_NIC[name]}
+
+
 def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
     """outputs: name -> {rc, stdout} for link<N>, net_health<N> (as dapo_node_facts returns them)."""
     problems = []
     for npu in npu_ids:
-        for query, parse, good in (("link", parse_hccn_link, "UP"),
-                                   ("net_health", parse_hccn_net_health, "Success")):
+        for query, parse in (("link", parse_hccn_link), ("net_health", parse_hccn_net_health)):
             result = outputs.get(f"{query}{npu}")
             if result is None:
                 problems.append(f"npu{npu}: no {query} reading")
@@ -23,8 +34,8 @@ def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
             except ParseError as exc:
                 problems.append(f"npu{npu}: {exc}")
                 continue
-            if value != good:
-                problems.append(f"npu{npu}: {query.replace('_', ' ')} {value}")
+            for name, bad in nic_faults(**{query: value}).items():
+                problems.append(f"npu{npu}: {name.replace('_', ' ')} {bad}")
     return problems
 
 

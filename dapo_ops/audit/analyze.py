@@ -11,6 +11,7 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.version import InvalidVersion, Version
 
 from dapo_ops.ascend.compat import check_compatibility
+from dapo_ops.ascend.nic import GOOD_NIC, nic_faults
 
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
@@ -396,11 +397,12 @@ def _npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stac
                 add(Finding(host, device, ERROR, "npu-incompatible", "firmware",
                             f"{card} reports Compatibility {board['compatibility']} for its driver and firmware",
                             "OK", board["compatibility"]))
-        if link is not None and link != "UP":
-            add(Finding(host, device, ERROR, "link-down", "nic", f"{name} NIC link is {link}", "UP", link))
-        if health is not None and health != "Success":
+        faults = nic_faults(link=link, net_health=health)
+        if "link" in faults:
+            add(Finding(host, device, ERROR, "link-down", "nic", f"{name} NIC link is {link}", GOOD_NIC["link"], link))
+        if "net_health" in faults:
             add(Finding(host, device, ERROR, "net-unhealthy", "nic", f"{name} NIC net health is {health}",
-                        "Success", health))
+                        GOOD_NIC["net_health"], health))
         if ip is not None and ip.get("address") is None:
             add(Finding(host, device, WARNING, "no-device-ip", "nic", f"{name} NIC has no device IP"))
     missing = {f.npu for f in report.findings if f.code == "npu-missing"}

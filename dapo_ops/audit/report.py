@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from dapo_ops.ascend.nic import nic_faults
 from dapo_ops.audit.analyze import ERROR, AuditReport
 
 CLOSURE_CODES = ("dist-off-lock", "dist-missing", "dist-extra")
@@ -85,9 +86,9 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
         for npu in host.npus:
             if not npu["present"]:
                 cells.append(Text("✗", style="bold red"))
-            elif npu["link"] not in (None, "UP"):
+            elif "link" in nic_faults(link=npu["link"]):
                 cells.append(Text("L", style="red"))
-            elif npu["net_health"] not in (None, "Success"):
+            elif "net_health" in nic_faults(net_health=npu["net_health"]):
                 cells.append(Text("N", style="red"))
             else:
                 mark, style = HEALTH_MARK.get(npu["health"], ("?", "red"))
