@@ -2,9 +2,10 @@
 
 A plan is, per host, one device IP per NPU, the netmask, an optional gateway and an optional netdetect address
 (the ``hccl_network`` role's knobs). ``plan_problems`` checks the shape of the whole play's plan before any node
-is touched: one valid, fleet-unique IP per NPU, one subnet per node (the Atlas 800T A2 rule,
-shared/reference/ascend.md §1.3), a gateway inside that subnet, and that NPU i of every host can reach NPU i of
-its peer host (the next host of the play, the last one wrapping to the first) and be answered: the two
+is touched: one valid, fleet-unique IP per NPU, one subnet per node (an Atlas 800T A2 puts all 8 NPU ports of a
+node in one subnet, where older 910 servers use four subnets; the [hccn] inventory section of Huawei's MindCluster
+Ascend Deployer user guide), a gateway inside that subnet, and that NPU i of every host can reach NPU i of its peer
+host (the next host of the play, the last one wrapping to the first) and be answered: the two
 addresses share a subnet, or the sending side has a gateway.
 """
 

@@ -1,7 +1,9 @@
 """Parsers of hccn_tool's output for one NPU NIC: -link, -net_health, -ip, -gateway, -netdetect and -ping (``-g``).
 
 Each takes the raw text (and the command it came from, for the error) and returns the reading; malformed or
-truncated output raises ``ParseError`` naming the command.
+truncated output raises ``ParseError`` naming the command. These are the readings vllm-ascend's multi-node
+tutorial checks on every node before a launch (vllm-project/vllm-ascend, docs/source/tutorials/multi_node.md,
+"Verify Multi-Node Communication Environment"); sample outputs are in tests/unit/test_hccn_tool.py.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class HccnPing:
 def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A") -> HccnPing:
     """``hccn_tool -i N -ping -g address A``.
 
-    Success (ascend.md §3.3, public sample): 'device 3 PING A', three 'recv seq=K,time=Tms' lines,
+    Success: 'device 3 PING A', three 'recv seq=K,time=Tms' lines,
     '3 packets transmitted, 3 received, 0.00% packet loss'. Lost packets print 'recv time out seq=K' and the
     summary counts them ('3 packets transmitted, 2 received, 33.33% packet loss' in Huawei's public MindIE
     multi-node guide; '3 packets transmitted, 0 received, 100.00% packet loss' is what Huawei's MindCluster

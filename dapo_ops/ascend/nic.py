@@ -8,8 +8,9 @@ from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_
 from dapo_ops.errors import ParseError
 
 
-# What a good NPU NIC reads: the one rule the hccl_network role (nic_problems) and the audit (its link-down and
-# net-unhealthy findings, its report's L / N marks) apply, through nic_faults.
+# What a good NPU NIC reads ("the results must all be success and the status must be UP": vllm-ascend's
+# docs/source/tutorials/multi_node.md). The one rule the hccl_network role (nic_problems) and the audit (its
+# link-down and net-unhealthy findings, its report's L / N marks) apply, through nic_faults.
 GOOD_NIC = {"link": "UP", "net_health": "Success"}
 
 

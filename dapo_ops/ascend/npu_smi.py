@@ -272,7 +272,9 @@ def parse_npu_smi_info(text: str, command: str = "npu-smi info") -> NpuSmiInfo:
     800T A3 has two pairs per NPU (chip 0 and chip 1, each repeating the NPU id and name, split by a ``+---+`` line)
     and a ``Chip  Phy-ID`` header, its chip rows carrying the chip id and the Phy-ID. The process table that
     follows names ``NPU Chip`` per row; later npu-smi releases add a trailing ``Process id in container`` column
-    (read and ignored). ../shared/reference/ascend.md §3.1.
+    (read and ignored). Public samples: 910B tables in vllm-project/vllm-ascend issues #1130 and #5707 (the latter
+    with a 5-digit HBM use, ``59891/ 65536``), A3 tables in #2035 (24.1.rc3.7) and #2534, the wider 26.x cells in
+    #12980; the samples under tests/data/ascend/ follow them.
     """
     table = _Table(command)
     for line_no, line in enumerate(text.splitlines(), 1):

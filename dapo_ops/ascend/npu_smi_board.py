@@ -28,7 +28,9 @@ class BoardInfo:
 
     The NPU form carries the driver (``Software Version``), the firmware and their ``Compatibility`` and ends with
     ``Chip Count`` (1 on a 910B, 2 on an Atlas 800T A3). The chip form carries ``Chip ID``, ``Chip Name`` and the
-    chip's ``Firmware Version`` instead (no Software Version, no Compatibility). ../shared/reference/ascend.md §3.2.
+    chip's ``Firmware Version`` instead (no Software Version, no Compatibility). Every line is npu-smi's
+    ``\\t%-30s : %s``: a tab, the key padded to 30 characters, `` : `` and the value; a blank line separates the NPU's
+    block from a chip's.
     """
 
     npu_id: int

@@ -5,7 +5,7 @@ import pytest
 from dapo_ops.ascend import hccn_tool
 from dapo_ops.errors import ParseError
 
-# ascend.md §3.3 (public sample)
+# hccn_tool -i 3 -ping -g address 29.1.137.205 answered; then one whose peer never answers
 PING_OK = """device 3 PING 29.1.137.205
 recv seq=0,time=1.418000ms
 recv seq=1,time=0.034000ms
