@@ -37,11 +37,19 @@ def _line_starting(text: str, where: Where, prefix: str, expected: str) -> tuple
     where.at(1, lines[0]).fail(f"expected '{expected}'")
 
 
+def _status(text: str, where: Where, prefix: str) -> str:
+    """The value of the '<prefix>: <value>' line."""
+    line, at = _line_starting(text, where, prefix, f"{prefix}: ...")
+    _, colon, value = line.partition(":")
+    if not colon:
+        at.fail(f"expected '{prefix}: ...'")
+    return value.strip()
+
+
 def parse_hccn_link(text: str, command: str = "hccn_tool -i N -link -g") -> str:
     """'link status: UP' -> 'UP'."""
     where = Where(command)
-    line, _ = _line_starting(text, where, "link status", "link status: ...")
-    value = line.split(":", 1)[1].strip()
+    value = _status(text, where, "link status")
     if value not in ("UP", "DOWN"):
         where.fail(f"unknown link status {value!r}")
     return value
@@ -50,8 +58,7 @@ def parse_hccn_link(text: str, command: str = "hccn_tool -i N -link -g") -> str:
 def parse_hccn_net_health(text: str, command: str = "hccn_tool -i N -net_health -g") -> str:
     """'net health status: Success' -> 'Success' (other states: Fault, ...)."""
     where = Where(command)
-    line, _ = _line_starting(text, where, "net health status", "net health status: ...")
-    value = line.split(":", 1)[1].strip()
+    value = _status(text, where, "net health status")
     if not value:
         where.fail("empty net health status")
     return value

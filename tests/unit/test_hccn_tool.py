@@ -5,6 +5,8 @@ import pytest
 from dapo_ops.ascend import hccn_tool
 from dapo_ops.errors import ParseError
 
+from .mangle import mangled
+
 # hccn_tool -i 3 -ping -g address 29.1.137.205 answered; then one whose peer never answers
 PING_OK = """device 3 PING 29.1.137.205
 recv seq=0,time=1.418000ms
@@ -35,6 +37,8 @@ def test_hccn_tool_outputs():
     (hccn_tool.parse_hccn_link, "", "empty output"),
     (hccn_tool.parse_hccn_link, "link status: SIDEWAYS", "unknown link status"),
     (hccn_tool.parse_hccn_link, "device id 9 is invalid", "expected 'link status"),
+    (hccn_tool.parse_hccn_link, "link status UP", "expected 'link status: ...'"),
+    (hccn_tool.parse_hccn_net_health, "net health status Success", "expected 'net health status: ...'"),
     (hccn_tool.parse_hccn_net_health, "net health status:", "empty net health"),
     (hccn_tool.parse_hccn_ip, "ipaddr:10.86.1.80\n", "truncated"),
     (hccn_tool.parse_hccn_ip, "ipaddr:not-an-ip\nnetmask:255.255.255.0", "not an IPv4"),
@@ -72,3 +76,20 @@ def test_ping_parser():
         hccn_tool.parse_hccn_ping("device 0 PING 10.20.2.11\nrecv seq=0,time=0.1ms\n")
     with pytest.raises(ParseError, match="unexpected line"):
         hccn_tool.parse_hccn_ping("device 0 PING 10.20.2.11\nping: bad address\n")
+
+
+@pytest.mark.parametrize("parser, sample", [
+    (hccn_tool.parse_hccn_link, "link status: UP\n"),
+    (hccn_tool.parse_hccn_net_health, "net health status: Success\n"),
+    (hccn_tool.parse_hccn_ip, "ipaddr:10.86.1.80\nnetmask:255.255.255.0\n"),
+    (hccn_tool.parse_hccn_gateway, "default gateway:10.20.1.1, Iface:eth0\n"),
+    (hccn_tool.parse_hccn_netdetect, "netdetect address: 10.20.1.1\n"),
+    (hccn_tool.parse_hccn_ping, PING_OK),
+])
+def test_truncated_and_mangled_input_only_ever_raises_parse_error(parser, sample):
+    """Every line-prefix and a few hundred seeded mutations: a result or a ParseError, nothing else."""
+    for candidate in mangled(sample, sample):
+        try:
+            parser(candidate)
+        except ParseError:
+            pass
