@@ -2,8 +2,8 @@
 
 Each takes the file's text and the command it came from (for the error) and returns its keys; malformed, truncated
 or incomplete files raise ``ParseError``. Driver, firmware and kernels files are ``key=value`` lines
-(``Version=25.0.rc1.1``), the toolkit's ``ascend_toolkit_install.info`` too (``version=8.3.RC1``), NNAL's
-``version.info`` is ``key : value`` lines (``Ascend-cann-atb : 8.3.RC1``); samples under tests/data/ascend/.
+(``Version=...``), the toolkit's ``ascend_toolkit_install.info`` too (``version=...``), NNAL's ``version.info`` is
+``key : value`` lines (``Ascend-cann-atb : ...``); samples under tests/data/ascend/.
 """
 
 from __future__ import annotations
