@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from dapo_ops.ascend import parsers
 from dapo_ops.ascend.compat import check_compatibility
+from dapo_ops.ascend.version_files import parse_version_info
+from dapo_ops.audit.facts import board as board_fact
+from dapo_ops.audit.facts import ip as ip_fact
+from dapo_ops.audit.facts import npu_smi_info as npu_smi_fact
+from dapo_ops.audit.facts import toolkit_info as toolkit_fact
 from dapo_ops.errors import ParseError
 
 
@@ -20,39 +24,25 @@ def _wrap(fn, text, *args):
 
 def version_info(text, command="cat version.info"):
     """key=value version file text -> dict (None stays None: not installed)."""
-    return _wrap(parsers.parse_version_info, text, command)
+    return _wrap(parse_version_info, text, command)
+
+
+# The filters below return what the audit's fact of the same output records (dapo_ops/audit/facts/), so a role
+# and `dapo-ops audit` read one shape: e.g. an npu-smi info chip is {npu_id, chip_id, phy_id, device_id, ...}.
 
 
 def toolkit_info(text):
-    return _wrap(parsers.parse_toolkit_install_info, text)
-
-
-def nnal_info(text):
-    return _wrap(parsers.parse_nnal_version_info, text)
-
-
-def kernels_info(text):
-    return _wrap(lambda t: parsers.parse_version_info(t, "cat opp_kernel/version.info", ("version_dir",)), text)
+    return _wrap(toolkit_fact.FACT.parse, text)
 
 
 def npu_smi_info(text):
-    info = _wrap(parsers.parse_npu_smi_info, text)
-    if info is None:
-        return None
-    return {"npu_smi_version": info.npu_smi_version, "driver_version": info.driver_version,
-            "npus": [{"id": c.npu_id, "name": c.name, "health": c.health, "temp_c": c.temp_c,
-                      "hbm_used_mb": c.hbm_used_mb, "hbm_total_mb": c.hbm_total_mb, "bus_id": c.bus_id,
-                      # one entry per chip: an A3 NPU has two (chip 0/1, Phy-ID = the /dev/davinciN device)
-                      "chip_id": c.chip_id, "phy_id": c.phy_id, "device_id": c.device_id}
-                     for c in info.chips]}
+    """npu-smi info text -> {driver_version, npus (one per chip), processes}, as the npu_smi_info fact."""
+    return _wrap(npu_smi_fact.FACT.parse, text)
 
 
 def npu_smi_board(text):
-    board = _wrap(parsers.parse_npu_smi_board, text)
-    if board is None:
-        return None
-    return {"npu_id": board.npu_id, "software_version": board.software_version,
-            "firmware_version": board.firmware_version, "compatibility": board.compatibility}
+    """npu-smi info -t board text -> {npu_id, software_version, firmware_version, compatibility, chip_count}."""
+    return _wrap(board_fact.FACT.parse, text)
 
 
 def ascend_compat(driver, firmware=None, toolkit=None):
@@ -70,8 +60,7 @@ def python_stack_problems(installed, manifest_data):
 
 def hccn_ip(text):
     """hccn_tool -ip -g output -> {address, netmask} (both None when no IP is set)."""
-    ip = _wrap(parsers.parse_hccn_ip, text or "Get ipconf failed")
-    return {"address": ip.address, "netmask": ip.netmask}
+    return _wrap(ip_fact.FACT.parse, text or "Get ipconf failed")
 
 
 def hccn_problems(outputs, npu_ids):
@@ -160,8 +149,6 @@ class FilterModule:
             "dapo_port_map_errors": port_map_errors,
             "dapo_version_info": version_info,
             "dapo_toolkit_info": toolkit_info,
-            "dapo_nnal_info": nnal_info,
-            "dapo_kernels_info": kernels_info,
             "dapo_npu_smi_info": npu_smi_info,
             "dapo_npu_smi_board": npu_smi_board,
             "dapo_ascend_compat": ascend_compat,

@@ -1,106 +1,21 @@
-"""The NPU RoCE plan and hccn_tool's gateway / netdetect / ping output (pure).
+"""The NPU RoCE plan: its checks before any node is touched, and the peer pings that check it after (pure).
 
 A plan is, per host, one device IP per NPU, the netmask, an optional gateway and an optional netdetect address
 (the ``hccl_network`` role's knobs). ``plan_problems`` checks the shape of the whole play's plan before any node
-is touched: one valid, fleet-unique IP per NPU, one subnet per node (the Atlas 800T A2 rule,
-shared/reference/ascend.md §1.3), a gateway inside that subnet, and that NPU i of every host can reach NPU i of
-its peer host (the next host of the play, the last one wrapping to the first) and be answered: the two
+is touched: one valid, fleet-unique IP per NPU, one subnet per node (an Atlas 800T A2 puts all 8 NPU ports of a
+node in one subnet, where older 910 servers use four subnets; the [hccn] inventory section of Huawei's MindCluster
+Ascend Deployer user guide), a gateway inside that subnet, and that NPU i of every host can reach NPU i of its peer
+host (the next host of the play, the last one wrapping to the first) and be answered: the two
 addresses share a subnet, or the sending side has a gateway.
-
-Output formats (shared/reference/ascend.md §3.3 and the public samples named next to each parser).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 
+from dapo_ops.ascend.hccn_tool import parse_hccn_ping
 from dapo_ops.errors import ParseError
-
-UNSET = ("", "0.0.0.0")  # what an unset gateway / netdetect address reads back as
-
-
-# ---------------------------------------------------------------------------------------------------- parsers
-
-
-def _value_after(text: str, command: str, prefix: str) -> tuple[str, int, str]:
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    for line_no, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if stripped.lower().startswith(prefix):
-            return stripped[len(prefix):].lstrip(" :").strip(), line_no, line
-    raise ParseError(command, f"expected '{prefix}...'", 1, lines[0])
-
-
-def _address_or_none(value: str, command: str, line_no: int, line: str) -> str | None:
-    if value in UNSET:
-        return None
-    try:
-        return str(ipaddress.IPv4Address(value))
-    except ValueError:
-        raise ParseError(command, f"{value!r} is not an IPv4 address", line_no, line) from None
-
-
-def parse_hccn_gateway(text: str, command: str = "hccn_tool -i N -gateway -g") -> str | None:
-    """'default gateway:10.20.1.1, Iface:eth0' -> '10.20.1.1'; no gateway (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "default gateway")
-    return _address_or_none(value.split(",", 1)[0].strip(), command, line_no, line)
-
-
-def parse_hccn_netdetect(text: str, command: str = "hccn_tool -i N -netdetect -g") -> str | None:
-    """'netdetect address: 10.20.1.1' -> '10.20.1.1'; unset (empty or 0.0.0.0) -> None."""
-    value, line_no, line = _value_after(text, command, "netdetect address")
-    return _address_or_none(value, command, line_no, line)
-
-
-@dataclass(frozen=True)
-class HccnPing:
-    target: str
-    transmitted: int
-    received: int
-    loss: str  # as printed, e.g. '0.00%'
-
-    @property
-    def ok(self) -> bool:
-        return self.transmitted > 0 and self.received == self.transmitted
-
-
-_PING_HEAD = re.compile(r"^device (\d+) PING (\S+)$")
-_PING_SUMMARY = re.compile(r"^(\d+) packets transmitted, (\d+) received, ([\d.]+%) packet loss$")
-
-
-def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A") -> HccnPing:
-    """``hccn_tool -i N -ping -g address A``.
-
-    Success (ascend.md §3.3, public sample): 'device 3 PING A', three 'recv seq=K,time=Tms' lines,
-    '3 packets transmitted, 3 received, 0.00% packet loss'. Lost packets print 'recv time out seq=K' and the
-    summary counts them ('3 packets transmitted, 2 received, 33.33% packet loss' in Huawei's public MindIE
-    multi-node guide; '3 packets transmitted, 0 received, 100.00% packet loss' is what Huawei's MindCluster
-    troubleshooting guide names as a broken RoCE network between two nodes).
-    """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(command, "empty output")
-    target = None
-    for line_no, line in enumerate(lines, 1):
-        head = _PING_HEAD.match(line)
-        if head:
-            target = head.group(2)
-            continue
-        summary = _PING_SUMMARY.match(line)
-        if summary:
-            if target is None:
-                raise ParseError(command, "summary before the 'device N PING A' line", line_no, line)
-            return HccnPing(target, int(summary.group(1)), int(summary.group(2)), summary.group(3))
-        if not (line.startswith("recv seq=") or line.startswith("recv time out")):
-            raise ParseError(command, "unexpected line", line_no, line)
-    raise ParseError(command, "truncated: no 'N packets transmitted, ...' summary")
-
-
-# ------------------------------------------------------------------------------------------------------- plan
 
 
 @dataclass(frozen=True)
@@ -148,10 +63,8 @@ def peer_host(order: list[str], host: str) -> str | None:
     return order[(order.index(host) + 1) % len(order)]
 
 
-def _host_problems(host: str, plan: dict) -> list[str]:
+def _address_problems(ips: list, npus: int) -> list[str]:
     problems = []
-    ips = list(plan.get("device_ips") or [])
-    npus = int(plan.get("npus") or 0)
     if len(ips) != npus:
         problems.append(f"{len(ips)} device IPs for {npus} NPUs (one per NPU, in NPU-id order)")
     bad = [str(a) for a in ips if _ip(a) is None]
@@ -160,10 +73,26 @@ def _host_problems(host: str, plan: dict) -> list[str]:
     dup = sorted({str(a) for a in ips if ips.count(a) > 1})
     if dup:
         problems.append(f"device IPs listed twice: {', '.join(dup)}")
+    return problems
+
+
+def _gateway_problems(gateway: ipaddress.IPv4Address | None, subnets: list[str],
+                      good: list[ipaddress.IPv4Address]) -> list[str]:
+    if gateway is None or len(subnets) != 1:
+        return []
+    if gateway not in ipaddress.IPv4Network(subnets[0]):
+        return [f"gateway {gateway} is outside the NPUs' subnet {subnets[0]}"]
+    if gateway in good:
+        return [f"gateway {gateway} is also a device IP"]
+    return []
+
+
+def _host_problems(host: str, plan: dict) -> list[str]:
+    ips = list(plan.get("device_ips") or [])
+    problems = _address_problems(ips, int(plan.get("npus") or 0))
     netmask = str(plan.get("netmask") or "")
     if not _mask_ok(netmask):
-        problems.append(f"netmask {netmask!r} is not a dotted IPv4 netmask")
-        return problems
+        return problems + [f"netmask {netmask!r} is not a dotted IPv4 netmask"]
     good = [_ip(a) for a in ips if _ip(a) is not None]
     subnets = sorted({str(_network(a, netmask)) for a in good})
     if len(subnets) > 1:
@@ -172,13 +101,40 @@ def _host_problems(host: str, plan: dict) -> list[str]:
         value = str(plan.get(knob) or "")
         if value and _ip(value) is None:
             problems.append(f"{knob} {value!r} is not an IPv4 address")
-    gateway = _ip(plan.get("gateway") or "")
-    if gateway is not None and len(subnets) == 1:
-        if gateway not in ipaddress.IPv4Network(subnets[0]):
-            problems.append(f"gateway {gateway} is outside the NPUs' subnet {subnets[0]}")
-        elif gateway in good:
-            problems.append(f"gateway {gateway} is also a device IP")
-    return problems
+    return problems + _gateway_problems(_ip(plan.get("gateway") or ""), subnets, good)
+
+
+def _shared_addresses(plans: dict[str, dict], order: list[str]) -> list[tuple[str, str]]:
+    """(host, problem) for each device IP that an NPU of an earlier host of the play already has."""
+    owners: dict[str, tuple[str, int]] = {}
+    found = []
+    for host in order:
+        for npu, address in enumerate((plans.get(host) or {}).get("device_ips") or []):
+            other = owners.setdefault(str(address), (host, npu))
+            if other[0] != host:
+                found.append((host, f"npu{npu} {address} is also npu{other[1]} of {other[0]} "
+                                    "(device IPs must be unique in the fleet)"))
+    return found
+
+
+def _reach_problem(plans: dict[str, dict], host: str, peer: str) -> str | None:
+    """Why NPUs of `host` cannot reach the same NPUs of `peer` and be answered (two well-formed plans), or None."""
+    mine, theirs = plans[host], plans[peer]
+    unreachable = []
+    for npu, (a, b) in enumerate(zip(mine["device_ips"], theirs["device_ips"])):
+        a, b = _ip(a), _ip(b)
+        there = b in _network(a, mine["netmask"]) or bool(mine.get("gateway"))
+        back = a in _network(b, theirs["netmask"]) or bool(theirs.get("gateway"))
+        if not (there and back):
+            unreachable.append(npu)
+    if not unreachable:
+        return None
+    no_gateway = [h for h in (host, peer) if not plans[h].get("gateway")]
+    subnets = " and ".join(sorted({str(_network(_ip(plans[h]["device_ips"][0]), plans[h]["netmask"]))
+                                   for h in (host, peer)}))
+    return (f"{_ranges(unreachable)} cannot reach the same NPUs of {peer}: subnets {subnets} differ and "
+            f"{' and '.join(no_gateway)} set{'s' if len(no_gateway) == 1 else ''} no gateway "
+            f"(set dapo_device_gateway, or put both nodes in one subnet)")
 
 
 def plan_problems(plans: dict[str, dict], order: list[str]) -> dict[str, list[str]]:
@@ -189,34 +145,16 @@ def plan_problems(plans: dict[str, dict], order: list[str]) -> dict[str, list[st
         found = _host_problems(host, plans.get(host) or {})
         if found:
             problems[host] = found
-    owners: dict[str, tuple[str, int]] = {}
-    for host in order:
-        for npu, address in enumerate((plans.get(host) or {}).get("device_ips") or []):
-            other = owners.setdefault(str(address), (host, npu))
-            if other[0] != host:
-                problems.setdefault(host, []).append(
-                    f"npu{npu} {address} is also npu{other[1]} of {other[0]} (device IPs must be unique in the fleet)")
+    for host, problem in _shared_addresses(plans, order):
+        problems.setdefault(host, []).append(problem)
     malformed = set(problems)
     for host in order:
         peer = peer_host(order, host)
         if peer is None or host in malformed or peer in malformed:
             continue
-        mine, theirs = plans[host], plans[peer]
-        unreachable = []
-        for npu, (a, b) in enumerate(zip(mine["device_ips"], theirs["device_ips"])):
-            a, b = _ip(a), _ip(b)
-            there = b in _network(a, mine["netmask"]) or bool(mine.get("gateway"))
-            back = a in _network(b, theirs["netmask"]) or bool(theirs.get("gateway"))
-            if not (there and back):
-                unreachable.append(npu)
-        if unreachable:
-            no_gateway = [h for h in (host, peer) if not plans[h].get("gateway")]
-            subnets = " and ".join(sorted({str(_network(_ip(plans[h]["device_ips"][0]), plans[h]["netmask"]))
-                                           for h in (host, peer)}))
-            problems.setdefault(host, []).append(
-                f"{_ranges(unreachable)} cannot reach the same NPUs of {peer}: subnets {subnets} differ and "
-                f"{' and '.join(no_gateway)} set{'s' if len(no_gateway) == 1 else ''} no gateway "
-                f"(set dapo_device_gateway, or put both nodes in one subnet)")
+        problem = _reach_problem(plans, host, peer)
+        if problem:
+            problems.setdefault(host, []).append(problem)
     return problems
 
 

@@ -1,17 +1,31 @@
-"""NPU NIC state from hccn_tool output (pure), and the hccl_network role's filters."""
+"""NPU NIC state from hccn_tool output (pure): what a good NIC reads, and the hccl_network role's filters."""
 
 from __future__ import annotations
 
-from dapo_ops.ascend import hccn, parsers
+from dapo_ops.ascend import hccn
+from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_hccn_link, parse_hccn_net_health,
+                                       parse_hccn_netdetect)
 from dapo_ops.errors import ParseError
+
+
+# What a good NPU NIC reads ("the results must all be success and the status must be UP": vllm-ascend's
+# docs/source/tutorials/multi_node.md). The one rule the hccl_network role (nic_problems) and the audit (its
+# link-down and net-unhealthy findings, its report's L / N marks) apply, through nic_faults.
+GOOD_NIC = {"link": "UP", "net_health": "Success"}
+
+
+def nic_faults(link: str | None = None, net_health: str | None = None) -> dict[str, str]:
+    """The readings of an NPU NIC (hccn_tool -link -g, -net_health -g) that are not what a good NIC reads (link UP,
+    net health Success): name -> value, link first. A reading that is None (not taken, or unknown) is not judged."""
+    readings = {"link": link, "net_health": net_health}
+    return {name: value for name, value in readings.items() if value is not None and value != GOOD_NIC[name]}
 
 
 def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
     """outputs: name -> {rc, stdout} for link<N>, net_health<N> (as dapo_node_facts returns them)."""
     problems = []
     for npu in npu_ids:
-        for query, parse, good in (("link", parsers.parse_hccn_link, "UP"),
-                                   ("net_health", parsers.parse_hccn_net_health, "Success")):
+        for query, parse in (("link", parse_hccn_link), ("net_health", parse_hccn_net_health)):
             result = outputs.get(f"{query}{npu}")
             if result is None:
                 problems.append(f"npu{npu}: no {query} reading")
@@ -21,8 +35,8 @@ def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
             except ParseError as exc:
                 problems.append(f"npu{npu}: {exc}")
                 continue
-            if value != good:
-                problems.append(f"npu{npu}: {query.replace('_', ' ')} {value}")
+            for name, bad in nic_faults(**{query: value}).items():
+                problems.append(f"npu{npu}: {name.replace('_', ' ')} {bad}")
     return problems
 
 
@@ -32,10 +46,10 @@ def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
     problems = []
     for npu, address in enumerate(plan.get("device_ips") or []):
         readings = (
-            ("ip", parsers.parse_hccn_ip, "-ip", lambda ip: (ip.address, ip.netmask),
+            ("ip", parse_hccn_ip, "-ip", lambda ip: (ip.address, ip.netmask),
              (str(address), str(plan.get("netmask")))),
-            ("gateway", hccn.parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
-            ("netdetect", hccn.parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
+            ("gateway", parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
+            ("netdetect", parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
         )
         for name, parse, flag, value_of, want in readings:
             if want is None:
@@ -76,15 +90,15 @@ def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> li
     netmask = str(plan.get("netmask"))
     for npu, address in enumerate(plan.get("device_ips") or []):
         base = [hccn_tool, "-i", str(npu)]
-        ip = _reading(outputs, f"ip{npu}", parsers.parse_hccn_ip, f"hccn_tool -i {npu} -ip -g")
+        ip = _reading(outputs, f"ip{npu}", parse_hccn_ip, f"hccn_tool -i {npu} -ip -g")
         if ip is None or (ip.address, ip.netmask) != (str(address), netmask):
             commands.append(base + ["-ip", "-s", "address", str(address), "netmask", netmask])
         gateway = plan.get("gateway") or ""
-        if gateway and _reading(outputs, f"gateway{npu}", hccn.parse_hccn_gateway,
+        if gateway and _reading(outputs, f"gateway{npu}", parse_hccn_gateway,
                                 f"hccn_tool -i {npu} -gateway -g") != gateway:
             commands.append(base + ["-gateway", "-s", "gateway", gateway])
         netdetect = plan.get("netdetect") or ""
-        if netdetect and _reading(outputs, f"netdetect{npu}", hccn.parse_hccn_netdetect,
+        if netdetect and _reading(outputs, f"netdetect{npu}", parse_hccn_netdetect,
                                   f"hccn_tool -i {npu} -netdetect -g") != netdetect:
             commands.append(base + ["-netdetect", "-s", "address", netdetect])
     return commands
@@ -107,8 +121,8 @@ def _ping_problems(outputs: dict, peers: list[dict]) -> list[str]:
 
 # name -> function, registered by filter_plugins/dapo_ops.py (each gets the raw text / data first)
 FILTERS = {
-    "dapo_hccn_gateway": hccn.parse_hccn_gateway,
-    "dapo_hccn_netdetect": hccn.parse_hccn_netdetect,
+    "dapo_hccn_gateway": parse_hccn_gateway,
+    "dapo_hccn_netdetect": parse_hccn_netdetect,
     "dapo_hccn_plan_problems": hccn.plan_problems,
     "dapo_hccn_ping_peers": _peers,
     "dapo_hccn_ping_commands": ping_commands,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dapo_ops.ascend.nic import GOOD_NIC, nic_faults
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.model import ERROR, WARNING, Finding, HostReport, Thresholds
 from dapo_ops.errors import ParseError
@@ -167,12 +168,13 @@ def _board_findings(host: str, device: int, board: dict, card: str, pinned_fw: s
 def _nic_findings(host: str, device: int, name: str, facts: DeviceFacts) -> list[Finding]:
     """The device's NIC: link, net health and device IP."""
     findings = []
-    if facts.link is not None and facts.link != "UP":
-        findings.append(Finding(host, device, ERROR, "link-down", "nic", f"{name} NIC link is {facts.link}", "UP",
-                                facts.link))
-    if facts.health is not None and facts.health != "Success":
+    faults = nic_faults(link=facts.link, net_health=facts.health)
+    if "link" in faults:
+        findings.append(Finding(host, device, ERROR, "link-down", "nic", f"{name} NIC link is {facts.link}",
+                                GOOD_NIC["link"], facts.link))
+    if "net_health" in faults:
         findings.append(Finding(host, device, ERROR, "net-unhealthy", "nic",
-                                f"{name} NIC net health is {facts.health}", "Success", facts.health))
+                                f"{name} NIC net health is {facts.health}", GOOD_NIC["net_health"], facts.health))
     if facts.ip is not None and facts.ip.get("address") is None:
         findings.append(Finding(host, device, WARNING, "no-device-ip", "nic", f"{name} NIC has no device IP"))
     return findings

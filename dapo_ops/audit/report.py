@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from dapo_ops.ascend.nic import nic_faults
 from dapo_ops.audit.model import ERROR, AuditReport, Finding, HostReport
 from dapo_ops.manifest import StackManifest
 
@@ -100,9 +101,9 @@ def _health_cell(npu: dict) -> Text:
     """Missing, then the NIC's link and health, then the chip's own health."""
     if not npu["present"]:
         return Text("✗", style="bold red")
-    if npu["link"] not in (None, "UP"):
+    if "link" in nic_faults(link=npu["link"]):
         return Text("L", style="red")
-    if npu["net_health"] not in (None, "Success"):
+    if "net_health" in nic_faults(net_health=npu["net_health"]):
         return Text("N", style="red")
     mark, style = HEALTH_MARK.get(npu["health"], ("?", "red"))
     return Text(mark, style=style)

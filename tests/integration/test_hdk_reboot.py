@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dapo_ops.ascend import parsers as p
+from dapo_ops.ascend import npu_smi
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 
@@ -30,7 +30,7 @@ def test_reinstall_over_the_loaded_driver_reboots_because_the_installer_said_so(
     _, nodes = fleet
     pinned = load_manifest().artifact("driver").version
     # npu-smi shows no difference: the loaded driver is the installed (pinned) one
-    assert p.parse_npu_smi_info(sh(nodes["node1"], "npu-smi info").stdout).driver_version == pinned
+    assert npu_smi.parse_npu_smi_info(sh(nodes["node1"], "npu-smi info").stdout).driver_version == pinned
     before = {name: boots(h) for name, h in nodes.items()}
 
     rc, output, _ = playbook("--check", "--tags", "hdk")

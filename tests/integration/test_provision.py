@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dapo_ops.ascend import parsers as p
+from dapo_ops.ascend import npu_smi, npu_smi_board, version_files
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 from dapo_ops.stackcheck import pinned_python_packages, version_matches
@@ -35,15 +35,15 @@ def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):
     manifest = load_manifest()
     assert all(r["failed"] == 0 and r["unreachable"] == 0 and r["changed"] > 0 for r in recap.values())
     for host in nodes.values():
-        driver = p.parse_version_info(sh(host, "cat /usr/local/Ascend/driver/version.info").stdout)
-        firmware = p.parse_version_info(sh(host, "cat /usr/local/Ascend/firmware/version.info").stdout)
+        driver = version_files.parse_version_info(sh(host, "cat /usr/local/Ascend/driver/version.info").stdout)
+        firmware = version_files.parse_version_info(sh(host, "cat /usr/local/Ascend/firmware/version.info").stdout)
         assert (driver["Version"], firmware["Version"]) == (manifest.artifact("driver").version,
                                                             manifest.artifact("firmware").version)
-        info = p.parse_npu_smi_info(sh(host, "npu-smi info").stdout)
+        info = npu_smi.parse_npu_smi_info(sh(host, "npu-smi info").stdout)
         assert info.driver_version == manifest.artifact("driver").version and len(info.chips) == 16
-        board = p.parse_npu_smi_board(sh(host, "npu-smi info -t board -i 15").stdout)
+        board = npu_smi_board.parse_npu_smi_board(sh(host, "npu-smi info -t board -i 15").stdout)
         assert (board.firmware_version, board.compatibility) == (manifest.artifact("firmware").version, "OK")
-        toolkit = p.parse_toolkit_install_info(sh(host, f"cat /usr/local/Ascend/{manifest.artifact('cann_toolkit').version_file}").stdout)
+        toolkit = version_files.parse_toolkit_install_info(sh(host, f"cat /usr/local/Ascend/{manifest.artifact('cann_toolkit').version_file}").stdout)
         assert toolkit["version"] == manifest.artifact("cann_toolkit").version
         pip_list = sh(host, "/opt/miniconda3/envs/dapo/bin/pip list --format json").stdout
         installed = {d["name"].replace("-", "_").lower(): d for d in json.loads(pip_list)}

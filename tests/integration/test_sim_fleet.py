@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.ascend.parsers import parse_npu_smi_info, parse_version_info
+from dapo_ops.ascend.npu_smi import parse_npu_smi_info
+from dapo_ops.ascend.version_files import parse_version_info
 from dapo_ops.errors import SSHError
 from dapo_ops.fleet.ssh import HostSpec, connect
 from dapo_ops.manifest import load_manifest

@@ -1,4 +1,4 @@
-"""The NPU RoCE plan checks and the hccn_tool gateway / netdetect / ping parsers (pure)."""
+"""The NPU RoCE plan checks, the peer pings and the hccl_network role's filters (pure)."""
 
 import pytest
 
@@ -7,19 +7,7 @@ from dapo_ops.errors import ParseError
 from dapo_ops.inventory import load_inventory
 from dapo_ops.paths import INVENTORY_DIR
 
-# docs/ascend-formats.md §3.3 (public sample)
-PING_OK = """device 3 PING 29.1.137.205
-recv seq=0,time=1.418000ms
-recv seq=1,time=0.034000ms
-recv seq=2,time=0.040000ms
-3 packets transmitted, 3 received, 0.00% packet loss
-"""
-PING_LOST = """device 0 PING 10.20.2.11
-recv time out seq=0
-recv time out seq=1
-recv time out seq=2
-3 packets transmitted, 0 received, 100.00% packet loss
-"""
+from .test_hccn_tool import PING_LOST, PING_OK
 
 
 def plan(ips, gateway="", netmask="255.255.255.0", netdetect="", npus=8):
@@ -35,35 +23,6 @@ def example_plans():
     return {h.name: plan(h.vars["dapo_device_ips"], h.vars.get("dapo_device_gateway", ""),
                          h.vars.get("dapo_device_netmask", "255.255.255.0"), h.vars.get("dapo_device_netdetect", ""),
                          h.vars["dapo_npus_per_node"]) for h in inventory.hosts}, inventory.names()
-
-
-def test_gateway_and_netdetect_parsers():
-    assert hccn.parse_hccn_gateway("default gateway:10.20.1.1, Iface:eth0\n") == "10.20.1.1"
-    assert hccn.parse_hccn_gateway("default gateway:, Iface:eth3") is None
-    assert hccn.parse_hccn_gateway("default gateway:0.0.0.0, Iface:eth3") is None
-    assert hccn.parse_hccn_netdetect("netdetect address: 10.20.1.1") == "10.20.1.1"
-    assert hccn.parse_hccn_netdetect("netdetect address: ") is None
-    with pytest.raises(ParseError, match="gateway -g` output.*expected 'default gateway"):
-        hccn.parse_hccn_gateway("dcmi module initialize failed. ret is -8005")
-    with pytest.raises(ParseError, match="not an IPv4 address"):
-        hccn.parse_hccn_netdetect("netdetect address: 10.20.1")
-    with pytest.raises(ParseError, match="empty output"):
-        hccn.parse_hccn_gateway("")
-
-
-def test_ping_parser():
-    ok = hccn.parse_hccn_ping(PING_OK)
-    assert (ok.target, ok.transmitted, ok.received, ok.loss, ok.ok) == ("29.1.137.205", 3, 3, "0.00%", True)
-    lost = hccn.parse_hccn_ping(PING_LOST)
-    assert (lost.received, lost.loss, lost.ok) == (0, "100.00%", False)
-    partial = hccn.parse_hccn_ping("device 0 PING 10.10.100.10\nrecv time out seq=0\nrecv seq=1,time=0.097000ms\n"
-                                   "recv seq=2,time=0.066000ms\n"
-                                   "3 packets transmitted, 2 received, 33.33% packet loss\n")
-    assert not partial.ok and partial.loss == "33.33%"
-    with pytest.raises(ParseError, match="truncated"):
-        hccn.parse_hccn_ping("device 0 PING 10.20.2.11\nrecv seq=0,time=0.1ms\n")
-    with pytest.raises(ParseError, match="unexpected line"):
-        hccn.parse_hccn_ping("device 0 PING 10.20.2.11\nping: bad address\n")
 
 
 def test_example_inventory_plan_is_routable_across_nodes():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dapo_ops.ascend import hccn
+from dapo_ops.ascend import hccn_tool
 from dapo_ops.errors import UsageError
 from dapo_ops.sim import hwmodel
 
@@ -31,7 +31,7 @@ def fleet(tmp_path, faults=(), npus=8):
 
 
 def ping(node, npu, address):
-    return hccn.parse_hccn_ping(node.run(HCCN, "-i", str(npu), "-ping", "-g", "address", address).stdout)
+    return hccn_tool.parse_hccn_ping(node.run(HCCN, "-i", str(npu), "-ping", "-g", "address", address).stdout)
 
 
 def set_plan(node, subnet, gateway=None, npus=8):
@@ -43,12 +43,12 @@ def set_plan(node, subnet, gateway=None, npus=8):
 
 def test_gateway_and_netdetect_set_read_back_and_persist(tmp_path):
     node = Node(tmp_path, model(npus=8))
-    assert hccn.parse_hccn_gateway(node.run(HCCN, "-i", "2", "-gateway", "-g").stdout) is None
-    assert hccn.parse_hccn_netdetect(node.run(HCCN, "-i", "2", "-netdetect", "-g").stdout) is None
+    assert hccn_tool.parse_hccn_gateway(node.run(HCCN, "-i", "2", "-gateway", "-g").stdout) is None
+    assert hccn_tool.parse_hccn_netdetect(node.run(HCCN, "-i", "2", "-netdetect", "-g").stdout) is None
     node.run(HCCN, "-i", "2", "-gateway", "-s", "gateway", "10.88.1.1")
     node.run(HCCN, "-i", "2", "-netdetect", "-s", "address", "10.88.1.1")
-    assert hccn.parse_hccn_gateway(node.run(HCCN, "-i", "2", "-gateway", "-g").stdout) == "10.88.1.1"
-    assert hccn.parse_hccn_netdetect(node.run(HCCN, "-i", "2", "-netdetect", "-g").stdout) == "10.88.1.1"
+    assert hccn_tool.parse_hccn_gateway(node.run(HCCN, "-i", "2", "-gateway", "-g").stdout) == "10.88.1.1"
+    assert hccn_tool.parse_hccn_netdetect(node.run(HCCN, "-i", "2", "-netdetect", "-g").stdout) == "10.88.1.1"
     conf = (tmp_path / "hccn.conf").read_text().splitlines()
     # the real file's keys, in the real file's order (docs/ascend-formats.md §3.3)
     assert conf[conf.index("address_2=10.88.1.13"):][:6] == [

@@ -7,7 +7,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -2,8 +2,6 @@
 the job writes: the shipped job on 2 x 8 (Atlas 800T A2) and 2 x 16 (Box16) inventories."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

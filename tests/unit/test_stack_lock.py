@@ -4,7 +4,6 @@
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml

@@ -1,4 +1,4 @@
-from dapo_ops.ascend.parsers import parse_npu_smi_board
+from dapo_ops.ascend.npu_smi_board import parse_npu_smi_board
 from dapo_ops.audit.fact import Fact
 
 

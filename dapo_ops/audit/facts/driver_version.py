@@ -1,4 +1,4 @@
-from dapo_ops.ascend.parsers import parse_version_info
+from dapo_ops.ascend.version_files import parse_version_info
 from dapo_ops.audit.fact import Fact
 
 FACT = Fact(

@@ -1,4 +1,4 @@
-from dapo_ops.ascend.parsers import parse_hccn_ip
+from dapo_ops.ascend.hccn_tool import parse_hccn_ip
 from dapo_ops.audit.fact import Fact
 
 

@@ -1,6 +1,6 @@
 from dataclasses import asdict
 
-from dapo_ops.ascend.parsers import parse_npu_smi_info
+from dapo_ops.ascend.npu_smi import parse_npu_smi_info
 from dapo_ops.audit.fact import Fact
 
 

@@ -1,7 +1,11 @@
+"""The npu-smi info table and npu-smi info -t board parsers, on recorded 910B and Atlas 800T A3 output."""
+
 import pytest
 
-from dapo_ops.ascend import parsers as p
+from dapo_ops.ascend import npu_smi, npu_smi_board
 from dapo_ops.errors import ParseError
+
+from .mangle import mangled
 
 
 def read(data_dir, name):
@@ -9,7 +13,7 @@ def read(data_dir, name):
 
 
 def test_npu_smi_info_real_8npu_dump_with_processes(data_dir):
-    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    info = npu_smi.parse_npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
     assert info.npu_smi_version == "25.0.rc1.1"
     assert info.driver_version == "25.0.rc1.1"
     assert info.npu_ids == list(range(8))
@@ -25,7 +29,7 @@ def test_npu_smi_info_real_8npu_dump_with_processes(data_dir):
 
 def test_npu_smi_info_no_processes_16npu(data_dir):
     text = read(data_dir, "npu-smi-info-8npu-processes.txt")
-    info = p.parse_npu_smi_info(text.replace("Warning", "OK      "))
+    info = npu_smi.parse_npu_smi_info(text.replace("Warning", "OK      "))
     assert all(c.health == "OK" for c in info.chips)
 
 
@@ -44,7 +48,7 @@ def test_npu_smi_info_no_processes_16npu(data_dir):
 def test_npu_smi_info_malformed_names_command_and_line(data_dir, mutate, reason):
     text = mutate(read(data_dir, "npu-smi-info-8npu-processes.txt"))
     with pytest.raises(ParseError) as err:
-        p.parse_npu_smi_info(text)
+        npu_smi.parse_npu_smi_info(text)
     assert err.value.command == "npu-smi info"
     assert reason in str(err.value)
 
@@ -54,7 +58,7 @@ A3 = ("npu-smi-info-a3-healthy.txt", "npu-smi-info-a3-chip-warning.txt", "npu-sm
 
 
 def test_npu_smi_info_910b_has_one_device_per_npu(data_dir):
-    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    info = npu_smi.parse_npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
     assert not info.multi_chip
     assert [(c.npu_id, c.chip_id, c.phy_id, c.device_id) for c in info.chips] == [(n, 0, None, n) for n in range(8)]
     assert info.device_ids == info.npu_ids == list(range(8))
@@ -62,7 +66,7 @@ def test_npu_smi_info_910b_has_one_device_per_npu(data_dir):
 
 def test_npu_smi_info_a3_16_chips_on_8_npus(data_dir):
     """Atlas 800T A3: two row-pairs per NPU, 'Chip  Phy-ID' header, '-' power on the second chip."""
-    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-healthy.txt"))
+    info = npu_smi.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-healthy.txt"))
     assert info.multi_chip
     assert info.npu_ids == list(range(8)) and info.device_ids == list(range(16))
     assert [(c.npu_id, c.chip_id, c.phy_id) for c in info.chips] == [
@@ -76,7 +80,7 @@ def test_npu_smi_info_a3_16_chips_on_8_npus(data_dir):
 
 
 def test_npu_smi_info_a3_warning_on_one_chip(data_dir):
-    info = p.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
+    info = npu_smi.parse_npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
     assert [(c.npu_id, c.chip_id, c.phy_id, c.health) for c in info.chips if c.health != "OK"] == [(3, 1, 7, "Warning")]
     assert info.chips_of(3)[0].health == "OK"
 
@@ -84,7 +88,7 @@ def test_npu_smi_info_a3_warning_on_one_chip(data_dir):
 @pytest.mark.parametrize("sample", ["npu-smi-info-a3-processes.txt", "npu-smi-info-a3-wide.txt"])
 def test_npu_smi_info_a3_processes_name_npu_and_chip(data_dir, sample):
     """The A3 process table names NPU and chip; 26.x widens the cells and adds 'Process id in container'."""
-    info = p.parse_npu_smi_info(read(data_dir, sample))
+    info = npu_smi.parse_npu_smi_info(read(data_dir, sample))
     expected = [(0, 0, 20481, "python", 38016), (1, 1, 20533, "VLLMWorker_TP", 38096), (1, 1, 20534, "", 512)]
     wide = sample.endswith("wide.txt")
     assert info.npu_smi_version == ("26.0.rc1" if wide else "25.0.rc1.1")
@@ -111,14 +115,14 @@ def _respace(text: str, how: str) -> str:
 @pytest.mark.parametrize("how", ["single", "padded", "one-space-header"])
 def test_npu_smi_info_spacing_does_not_matter(data_dir, sample, how):
     text = read(data_dir, sample)
-    assert p.parse_npu_smi_info(_respace(text, how)) == p.parse_npu_smi_info(text)
+    assert npu_smi.parse_npu_smi_info(_respace(text, how)) == npu_smi.parse_npu_smi_info(text)
 
 
 def test_npu_smi_info_chip_name_with_suffix(data_dir):
     text = read(data_dir, "npu-smi-info-8npu-processes.txt").replace("910B3  ", "910B4-1")
-    assert {c.name for c in p.parse_npu_smi_info(text).chips} == {"910B4-1"}
+    assert {c.name for c in npu_smi.parse_npu_smi_info(text).chips} == {"910B4-1"}
     a3 = read(data_dir, "npu-smi-info-a3-healthy.txt").replace("Ascend910  ", "910B4-1    ")
-    assert {c.name for c in p.parse_npu_smi_info(a3).chips} == {"910B4-1"}
+    assert {c.name for c in npu_smi.parse_npu_smi_info(a3).chips} == {"910B4-1"}
 
 
 @pytest.mark.parametrize("sample, old, new, reason", [
@@ -143,205 +147,85 @@ def test_npu_smi_info_a3_malformed(data_dir, sample, old, new, reason):
     text = read(data_dir, sample)
     assert old in text
     with pytest.raises(ParseError) as err:
-        p.parse_npu_smi_info(text.replace(old, new, 1))
+        npu_smi.parse_npu_smi_info(text.replace(old, new, 1))
     assert err.value.command == "npu-smi info"
     assert reason in str(err.value)
 
 
-def test_npu_smi_list(data_dir):
-    parsed = p.parse_npu_smi_list(read(data_dir, "npu-smi-list.txt"))
-    assert parsed.total_count == 8
-    assert [n.npu_id for n in parsed.npus] == list(range(8))
-    assert all(n.chip_count == 1 for n in parsed.npus)
-
-
-def test_npu_smi_list_truncated(data_dir):
-    text = read(data_dir, "npu-smi-list.txt")
-    with pytest.raises(ParseError, match="Total Count' says 8"):
-        p.parse_npu_smi_list("\n".join(text.splitlines()[:-3]))
-    with pytest.raises(ParseError, match="empty output"):
-        p.parse_npu_smi_list("")
-
-
-def test_npu_smi_chip_map():
-    text = ("\tNPU ID                         Chip ID                        Chip Logic ID                  Chip Name\n"
-            "\t0                              0                              0                              Ascend 910B3\n"
-            "\t0                              1                              -                              Mcu\n")
-    entries = p.parse_npu_smi_chip_map(text)
-    assert entries[0] == p.ChipMapEntry(0, 0, 0, "Ascend 910B3")
-    assert entries[1] == p.ChipMapEntry(0, 1, None, "Mcu")
-    with pytest.raises(ParseError, match="header"):
-        p.parse_npu_smi_chip_map("0 0 0 Ascend\n")
-    with pytest.raises(ParseError, match="4 columns"):
-        p.parse_npu_smi_chip_map(text.splitlines()[0] + "\n\t0  0\n")
-
-
 def test_npu_smi_board(data_dir):
-    board = p.parse_npu_smi_board(read(data_dir, "npu-smi-board.txt"))
+    board = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board.txt"))
     assert (board.npu_id, board.software_version, board.firmware_version, board.compatibility) == (
         0, "25.5.1", "7.8.0.6.201", "OK")
     assert board.fields["PCIe Bus Info"] == "0000:C1:00.0"
     with pytest.raises(ParseError, match="NPU ID"):
-        p.parse_npu_smi_board("\tSoftware Version               : 25.5.1\n")
+        npu_smi_board.parse_npu_smi_board("\tSoftware Version               : 25.5.1\n")
     with pytest.raises(ParseError, match="key : value"):
-        p.parse_npu_smi_board("npu-smi: command not found\n")
+        npu_smi_board.parse_npu_smi_board("npu-smi: command not found\n")
     assert (board.chip_count, board.chip_id) == (1, None)
 
 
 def test_npu_smi_board_a3(data_dir):
     """A3: `-t board -i N` reports Chip Count 2; `-i N -c CHIP` is one chip (no driver, no Compatibility)."""
-    board = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt"))
+    board = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt"))
     assert (board.npu_id, board.chip_count, board.chip_id) == (0, 2, None)
     assert (board.software_version, board.firmware_version, board.compatibility) == ("25.0.rc1.1", "7.7.0.1.231", "OK")
-    chip = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3-chip.txt"), "npu-smi info -t board -i 0 -c 1")
+    chip = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3-chip.txt"), "npu-smi info -t board -i 0 -c 1")
     assert (chip.npu_id, chip.chip_id, chip.chip_name, chip.chip_count) == (0, 1, "Ascend910", None)
     assert (chip.software_version, chip.firmware_version, chip.compatibility) == (None, "7.7.0.1.231", None)
     # a chip block after the NPU's own block does not override the NPU's values
     chip_block = read(data_dir, "npu-smi-board-a3-chip.txt").replace("7.7.0.1.231", "9.9.9")
-    both = p.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt") + "\n" + chip_block)
+    both = npu_smi_board.parse_npu_smi_board(read(data_dir, "npu-smi-board-a3.txt") + "\n" + chip_block)
     assert (both.firmware_version, both.chip_count, both.chip_id) == ("7.7.0.1.231", 2, 1)
     for bad, reason in (("0", "at least one chip"), ("two", "Chip Count is not an integer")):
         text = read(data_dir, "npu-smi-board-a3.txt").replace("Chip Count                     : 2",
                                                               f"Chip Count                     : {bad}")
         with pytest.raises(ParseError, match=reason):
-            p.parse_npu_smi_board(text)
+            npu_smi_board.parse_npu_smi_board(text)
 
 
-def test_npu_smi_health(data_dir):
-    health = p.parse_npu_smi_health(read(data_dir, "npu-smi-health.txt"))
-    assert (health.npu_id, health.health, health.mcu_health) == (0, "OK", "OK")
-    alarm = read(data_dir, "npu-smi-health.txt").replace("Health                         : OK\n\n", "Health                         : Alarm\n\n", 1)
-    assert p.parse_npu_smi_health(alarm).health == "Alarm"
-    with pytest.raises(ParseError, match="truncated"):
-        p.parse_npu_smi_health("\tNPU ID                         : 0\n\tChip Count                     : 1\n")
-
-
-def test_npu_smi_temp(data_dir):
-    temp = p.parse_npu_smi_temp(read(data_dir, "npu-smi-temp.txt"))
-    assert (temp.npu_id, temp.npu_temp_c) == (0, 39)
-    assert temp.sensors == {"LM75A_TE (C)": 36, "LM75B_TE (C)": 36}
-    with pytest.raises(ParseError, match="not an integer"):
-        p.parse_npu_smi_temp(read(data_dir, "npu-smi-temp.txt").replace(": 39", ": hot"))
-
-
-def test_npu_smi_usages():
-    keys = [("DDR Capacity(MB)", 0), ("HBM Capacity(MB)", 65536), ("HBM Usage Rate(%)", 5), ("Aicore Usage Rate(%)", 0)]
-    text = "".join("\t%-30s : %s\n" % kv for kv in keys)
-    usage = p.parse_npu_smi_usages(text)
-    assert (usage.hbm_capacity_mb, usage.hbm_usage_pct, usage.hbm_used_mb) == (65536, 5, 3276)
-    with pytest.raises(ParseError, match="HBM Capacity"):
-        p.parse_npu_smi_usages("\t%-30s : %s\n" % ("DDR Capacity(MB)", 0))
-
-
-def test_hccn_tool_outputs():
-    assert p.parse_hccn_link("link status: UP\n") == "UP"
-    assert p.parse_hccn_link("link status: DOWN") == "DOWN"
-    assert p.parse_hccn_net_health("net health status: Success\n") == "Success"
-    assert p.parse_hccn_net_health("net health status: Fault\n") == "Fault"
-    ip = p.parse_hccn_ip("ipaddr:10.86.1.80\nnetmask:255.255.255.0\n")
-    assert (ip.address, ip.netmask, ip.configured) == ("10.86.1.80", "255.255.255.0", True)
-    missing = p.parse_hccn_ip("Get ipconf failed, because no ip was preset there!\n")
-    assert not missing.configured
-
-
-@pytest.mark.parametrize("parser, text, reason", [
-    (p.parse_hccn_link, "", "empty output"),
-    (p.parse_hccn_link, "link status: SIDEWAYS", "unknown link status"),
-    (p.parse_hccn_link, "device id 9 is invalid", "expected 'link status"),
-    (p.parse_hccn_net_health, "net health status:", "empty net health"),
-    (p.parse_hccn_ip, "ipaddr:10.86.1.80\n", "truncated"),
-    (p.parse_hccn_ip, "ipaddr:not-an-ip\nnetmask:255.255.255.0", "not an IPv4"),
-    (p.parse_hccn_ip, "hello", "expected 'ipaddr:'"),
+@pytest.mark.parametrize("parser, sample", [
+    (npu_smi.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board.txt"),
+    (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-healthy.txt"),
+    (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-processes.txt"),
+    (npu_smi.parse_npu_smi_info, "npu-smi-info-a3-wide.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board-a3.txt"),
+    (npu_smi_board.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
 ])
-def test_hccn_tool_malformed(parser, text, reason):
-    with pytest.raises(ParseError, match=reason):
-        parser(text)
-
-
-def test_version_files(data_dir):
-    driver = p.parse_version_info(read(data_dir, "driver-version.info"), "cat driver/version.info")
-    assert driver["Version"] == "25.0.rc1.1"
-    assert driver["compatible_version_fw"] == "[7.0.0,7.7.99]"
-    firmware = p.parse_version_info(read(data_dir, "firmware-version.info"))
-    assert firmware["compatible_version_drv"].endswith("[25.0,25.0.]")
-    toolkit = p.parse_toolkit_install_info(read(data_dir, "ascend_toolkit_install.info"))
-    assert (toolkit["version"], toolkit["innerversion"]) == ("8.3.RC1", "V100R001C23SPC001B235")
-    nnal = p.parse_nnal_version_info("Ascend-cann-atb : 8.3.RC1\nAscend-cann-atb Version : 8.3.RC1.B235\n")
-    assert nnal["Ascend-cann-atb"] == "8.3.RC1"
-
-
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty or truncated"),
-    ("Version 25.0.rc1.1\n", "expected 'key=value'"),
-    ("=25\n", "empty key"),
-    ("package_version=25.0.rc1.1\n", "missing Version="),
-])
-def test_version_info_malformed(text, reason):
-    with pytest.raises(ParseError) as err:
-        p.parse_version_info(text, "cat /usr/local/Ascend/driver/version.info")
-    assert reason in str(err.value)
-    assert "cat /usr/local/Ascend/driver/version.info" in str(err.value)
-
-
-PARSERS = [
-    (p.parse_npu_smi_info, "npu-smi-info-8npu-processes.txt"),
-    (p.parse_npu_smi_list, "npu-smi-list.txt"),
-    (p.parse_npu_smi_board, "npu-smi-board.txt"),
-    (p.parse_npu_smi_info, "npu-smi-info-a3-healthy.txt"),
-    (p.parse_npu_smi_info, "npu-smi-info-a3-processes.txt"),
-    (p.parse_npu_smi_info, "npu-smi-info-a3-wide.txt"),
-    (p.parse_npu_smi_board, "npu-smi-board-a3.txt"),
-    (p.parse_npu_smi_board, "npu-smi-board-a3-chip.txt"),
-    (p.parse_npu_smi_health, "npu-smi-health.txt"),
-    (p.parse_npu_smi_temp, "npu-smi-temp.txt"),
-    (p.parse_version_info, "driver-version.info"),
-    (p.parse_toolkit_install_info, "ascend_toolkit_install.info"),
-]
-
-
-@pytest.mark.parametrize("parser, sample", PARSERS)
 def test_truncated_and_mangled_input_only_ever_raises_parse_error(data_dir, parser, sample):
     """Every line-prefix and a few hundred seeded mutations: a result or a ParseError, nothing else."""
-    import random
-
-    text = read(data_dir, sample)
-    lines = text.splitlines(keepends=True)
-    candidates = ["".join(lines[:k]) for k in range(len(lines) + 1)]
-    rng = random.Random(sample)
-    for _ in range(300):
-        chars = list(text)
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(len(chars))
-            action = rng.choice(("delete", "replace", "insert"))
-            if action == "delete":
-                del chars[i]
-            elif action == "replace":
-                chars[i] = rng.choice("|/:= \n0x-abc")
-            else:
-                chars.insert(i, rng.choice("|/:= \n9"))
-        candidates.append("".join(chars))
-    for candidate in candidates:
+    for candidate in mangled(read(data_dir, sample), sample):
         try:
             parser(candidate)
         except ParseError:
             pass
 
 
-def test_ansible_filter_keeps_its_shape_and_names_each_chip(data_dir):
-    """filter_plugins/dapo_ops.py dapo_npu_smi_info: the keys Ansible reads stay; an A3 entry also names its chip."""
+def test_ansible_filters_return_what_the_audit_facts_record(data_dir):
+    """filter_plugins/dapo_ops.py: dapo_npu_smi_info, dapo_npu_smi_board and dapo_hccn_ip give the roles the shape
+    the audit facts record (a chip's NPU is npu_id; an A3 entry also names its chip and device)."""
     import importlib.util
 
+    from dapo_ops.audit.fact import all_facts
     from dapo_ops.paths import PROJECT_ROOT
 
     spec = importlib.util.spec_from_file_location("dapo_filters_a3", PROJECT_ROOT / "filter_plugins" / "dapo_ops.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    npu_smi_info = module.FilterModule().filters()["dapo_npu_smi_info"]
+    filters, facts = module.FilterModule().filters(), all_facts()
+    npu_smi_info = filters["dapo_npu_smi_info"]
     b = npu_smi_info(read(data_dir, "npu-smi-info-8npu-processes.txt"))
+    assert b == facts["npu_smi_info"].parse(read(data_dir, "npu-smi-info-8npu-processes.txt"))
     assert b["driver_version"] == "25.0.rc1.1"
-    keys = ("id", "name", "health", "temp_c", "hbm_used_mb", "hbm_total_mb", "bus_id")
+    keys = ("npu_id", "name", "health", "temp_c", "hbm_used_mb", "hbm_total_mb", "bus_id")
     assert {k: b["npus"][0][k] for k in keys} == {
-        "id": 0, "name": "910B3", "health": "OK", "temp_c": 55, "hbm_used_mb": 60478, "hbm_total_mb": 65536,
+        "npu_id": 0, "name": "910B3", "health": "OK", "temp_c": 55, "hbm_used_mb": 60478, "hbm_total_mb": 65536,
         "bus_id": "0000:C1:00.0"}
     a3 = npu_smi_info(read(data_dir, "npu-smi-info-a3-chip-warning.txt"))
-    assert [(n["id"], n["chip_id"], n["device_id"]) for n in a3["npus"] if n["health"] != "OK"] == [(3, 1, 7)]
+    assert [(n["npu_id"], n["chip_id"], n["device_id"]) for n in a3["npus"] if n["health"] != "OK"] == [(3, 1, 7)]
+    assert npu_smi_info(None) is None
+    board = read(data_dir, "npu-smi-board-a3.txt")
+    assert filters["dapo_npu_smi_board"](board) == facts["board"].parse(board)
+    assert filters["dapo_hccn_ip"]("ipaddr:10.86.1.80\nnetmask:255.255.255.0\n") == {
+        "address": "10.86.1.80", "netmask": "255.255.255.0"}
+    assert filters["dapo_hccn_ip"](None) == {"address": None, "netmask": None}
