@@ -11,7 +11,8 @@ from pathlib import Path
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.stack.lock import CheckReport, check_lock, layer_content, render_direct_in, render_layer_input
+from dapo_ops.stack.lock import layer_content, render_direct_in, render_layer_input
+from dapo_ops.stack.lockcheck import CheckReport, check_lock
 
 UV_TIMEOUT = 600
 
