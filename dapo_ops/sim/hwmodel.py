@@ -45,41 +45,54 @@ class Fault:
         return f"{where}:{self.knob}" + (f"={self.value}" if self.value is not None else "")
 
 
+# knobs that take no value; every other knob needs one
+NO_VALUE_KNOBS = ("missing", "no-ip", "driver-half-installed")
+# knob -> (does a value fit, what the value must be): a knob with no rule takes any non-empty value
+VALUE_RULES = {
+    "health": (lambda v: v in HEALTH_VALUES[1:], f"must be one of {', '.join(HEALTH_VALUES[1:])}"),
+    "temp": (str.isdigit, "must be a whole number"),
+    "hbm-used": (str.isdigit, "must be a whole number"),
+    "link": (lambda v: v in ("UP", "DOWN"), "must be UP or DOWN"),
+    "roce": (lambda v: v == "unreachable", "accepts only 'unreachable'"),
+    "hdk": (lambda v: v == "out-of-range", "accepts only 'out-of-range'"),
+    "installer": (lambda v: v == "dkms-fail", "accepts only 'dkms-fail'"),
+}
+
+
+def _where(spec: str, where: str) -> tuple[str, int | None]:
+    node, dot, npu_part = where.partition(".")
+    if not dot:
+        return node, None
+    if not npu_part.startswith("npu") or not npu_part[3:].isdigit():
+        raise UsageError(f"fault {spec!r}: {npu_part!r} is not npuK (e.g. npu3)")
+    return node, int(npu_part[3:])
+
+
+def _check_value(spec: str, knob: str, value: str | None, knobs: dict[str, str]) -> None:
+    if knob in NO_VALUE_KNOBS:
+        if value is not None:
+            raise UsageError(f"fault {spec!r}: {knob} takes no value")
+        return
+    if not value:
+        raise UsageError(f"fault {spec!r}: {knob} needs a value ({knobs[knob]})")
+    fits, rule = VALUE_RULES.get(knob, (lambda v: True, ""))
+    if not fits(value):
+        raise UsageError(f"fault {spec!r}: {knob} {rule}")
+
+
 def parse_fault(spec: str) -> Fault:
     """Parse one --fault SPEC; raises UsageError with the accepted forms."""
     where, sep, what = spec.partition(":")
     if not sep or not where or not what:
         raise UsageError(f"fault {spec!r}: expected NODE[.npuK]:KNOB[=VALUE], e.g. node2.npu3:health=Warning")
-    node, dot, npu_part = where.partition(".")
-    npu = None
-    if dot:
-        if not npu_part.startswith("npu") or not npu_part[3:].isdigit():
-            raise UsageError(f"fault {spec!r}: {npu_part!r} is not npuK (e.g. npu3)")
-        npu = int(npu_part[3:])
+    node, npu = _where(spec, where)
     knob, eq, value = what.partition("=")
-    value = value if eq else None
     knobs = NPU_KNOBS if npu is not None else NODE_KNOBS
     if knob not in knobs:
         scope = "NPU" if npu is not None else "node"
         raise UsageError(f"fault {spec!r}: unknown {scope} knob {knob!r} (known: {', '.join(knobs)})")
-    needs_value = knob not in ("missing", "no-ip", "driver-half-installed")
-    if needs_value and not value:
-        raise UsageError(f"fault {spec!r}: {knob} needs a value ({knobs[knob]})")
-    if not needs_value and value is not None:
-        raise UsageError(f"fault {spec!r}: {knob} takes no value")
-    if knob == "health" and value not in HEALTH_VALUES[1:]:
-        raise UsageError(f"fault {spec!r}: health must be one of {', '.join(HEALTH_VALUES[1:])}")
-    if knob in ("temp", "hbm-used") and not (value or "").isdigit():
-        raise UsageError(f"fault {spec!r}: {knob} must be a whole number")
-    if knob == "link" and value not in ("UP", "DOWN"):
-        raise UsageError(f"fault {spec!r}: link must be UP or DOWN")
-    if knob == "roce" and value != "unreachable":
-        raise UsageError(f"fault {spec!r}: roce accepts only 'unreachable'")
-    if knob == "hdk" and value != "out-of-range":
-        raise UsageError(f"fault {spec!r}: hdk accepts only 'out-of-range'")
-    if knob == "installer" and value != "dkms-fail":
-        raise UsageError(f"fault {spec!r}: installer accepts only 'dkms-fail'")
-    return Fault(node, npu, knob, value)
+    _check_value(spec, knob, value if eq else None, knobs)
+    return Fault(node, npu, knob, value if eq else None)
 
 
 # NPUs per node of the products the simulator models: an Atlas 800T A2 server has 8 (vllm-ascend v0.11.0rc1
