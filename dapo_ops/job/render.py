@@ -122,10 +122,16 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
     return files
 
 
+def file_mode(name: str) -> int:
+    """A rendered file's mode, locally and on the nodes: the scripts run (0755); env.sh is sourced, like every
+    other file read only (0644)."""
+    return 0o755 if name.endswith(".sh") and Path(name).name != "env.sh" else 0o644
+
+
 def write(files: dict[str, str], out: Path) -> None:
     """Write the rendered files (scripts executable, nothing secret among them)."""
     for rel, text in sorted(files.items()):
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        path.chmod(0o755 if rel.endswith(".sh") and not rel.endswith("env.sh") else 0o644)
+        path.chmod(file_mode(rel))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
-from dapo_ops.job.render import RAY_PROCESS_PATTERN
+from dapo_ops.job.render import RAY_PROCESS_PATTERN, file_mode
 
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
@@ -94,8 +94,7 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: di
         for name, text in sorted(files.items()):
             path = f"{node_dir}/{name}"
             conn.put(io.BytesIO(text.encode()), remote=path)
-            mode = "755" if name.endswith(".sh") and name != "env.sh" else "644"
-            conn.run(f"chmod {mode} {shlex.quote(path)}", hide=True, timeout=30)
+            conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=30)
         if secrets:
             path = f"{node_dir}/secrets.env"
             conn.run(f"umask 077 && : > {shlex.quote(path)} && chmod 600 {shlex.quote(path)}", hide=True, timeout=30)
