@@ -39,7 +39,7 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
     if report.findings:
         console.print(_findings_table(report))
     for note in report.notes:
-        console.print(f"[dim]note: {note.host}: {note.message}[/dim]", highlight=False)
+        console.print(Text(f"note: {note.host}: {note.message}", style="dim"))
     verdict = ("[red]interrupted: partial audit[/red] " if report.interrupted else "")
     console.print(f"{verdict}{len(report.hosts)} host(s), {len(report.errors)} error(s), "
                   f"{len(report.warnings)} warning(s)", highlight=False)
@@ -88,9 +88,9 @@ def _versions_table(report: AuditReport, manifest: StackManifest) -> Table:
     drift = {(f.host, f.component) for f in report.findings if f.code == "differs-from-majority"}
     for host in report.hosts:
         if not host.reachable:
-            table.add_row(host.host, *[""] * len(SHORT), "", Text("unreachable", style="bold red"))
+            table.add_row(Text(host.host), *[""] * len(SHORT), "", Text("unreachable", style="bold red"))
             continue
-        table.add_row(host.host, *[_version_cell(host, component, pins, drift) for component in SHORT],
+        table.add_row(Text(host.host), *[_version_cell(host, component, pins, drift) for component in SHORT],
                       _npus_cell(host), _findings_cell(host))
     return table
 
@@ -121,7 +121,7 @@ def _health_grid(report: AuditReport) -> Table | None:
         grid.add_column(str(npu), justify="center")
     for host in report.hosts:
         if host.reachable:
-            grid.add_row(host.host, *[_health_cell(npu) for npu in host.npus])
+            grid.add_row(Text(host.host), *[_health_cell(npu) for npu in host.npus])
     return grid
 
 
@@ -147,7 +147,7 @@ def print_closure(report: AuditReport, console: Console) -> None:
     for column in ("host", "machine", "lock", "installed", "off-lock", "missing", "extra"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("host", "machine", "lock") else "right")
     for h in hosts:
-        table.add_row(*_closure_row(h))
+        table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in _closure_row(h)))
     console.print(table)
 
 
@@ -173,10 +173,11 @@ def _findings_table(report: AuditReport) -> Table:
         table.add_column(column, overflow="fold")
     listed, more = _listed(report.findings)
     for f in listed:
-        table.add_row(Text(f.severity, style="red" if f.severity == ERROR else "yellow"), f.host,
-                      "" if f.npu is None else str(f.npu), f.code, f.message)
+        # node output and host names reach these cells: Text, never markup
+        table.add_row(Text(f.severity, style="red" if f.severity == ERROR else "yellow"), Text(f.host),
+                      "" if f.npu is None else str(f.npu), Text(f.code), Text(f.message))
     for host, count in more.items():
-        table.add_row("", host, "", "…", f"{count} more lock finding(s) (--json lists all)")
+        table.add_row("", Text(host), "", "…", f"{count} more lock finding(s) (--json lists all)")
     return table
 
 

@@ -85,9 +85,9 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
              f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "
              f"cache for {hbm['rollout_full_sequences']:.1f} full-length sequences) of {hbm['hbm_gib']:.0f} GiB")
     for warning in result.warnings:
-        out.info(f"[yellow]warning:[/yellow] {warning}")
+        out.warning(warning)
     out.document({"job": spec.name, "nodes": spec.cluster.nodes, "npus_per_node": spec.cluster.npus_per_node,
                   "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
     if result.errors:
         raise UsageError(first_of(result.errors))
-    out.info(f"[green]{spec.name}: valid on {spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU[/green]")
+    out.success(f"{spec.name}: valid on {spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU")

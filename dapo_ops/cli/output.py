@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 err_console = Console(stderr=True)
 
@@ -21,15 +22,20 @@ class Output:
         self.as_json = as_json
         self.console = err_console if as_json else Console()
 
+    # Every message is shown literally: user text (job names, paths, node output) never goes through rich markup,
+    # where a '[' would be read as a tag or end in a MarkupError.
     def info(self, message: str) -> None:
-        self.console.print(message, highlight=False, soft_wrap=True)
+        self.console.print(Text(message), highlight=False, soft_wrap=True)
+
+    def success(self, message: str) -> None:
+        self.console.print(Text(message, style="green"), highlight=False, soft_wrap=True)
 
     def note(self, message: str) -> None:
-        """A progress line, dimmed; the message is shown literally."""
-        self.console.print(f"[dim]{escape(message)}[/dim]", highlight=False, soft_wrap=True)
+        """A progress line, dimmed."""
+        self.console.print(Text(message, style="dim"), highlight=False, soft_wrap=True)
 
     def warning(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+        self.console.print(Text.assemble(("warning:", "yellow"), " ", message), highlight=False, soft_wrap=True)
 
     def table(self, table: Table) -> None:
         """A table for people; --json leaves it out (the document carries the same data)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, require_positive
 from dapo_ops.cli.output import Output, StepPrinter, as_dict
@@ -52,10 +53,10 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
     options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only)
     record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
     if record.state == "rehearsed":
-        out.info(f"[green]{record.run_id}[/green]: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
+        out.success(f"{record.run_id}: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
                  "nothing submitted")
     else:
-        out.info(f"[green]{record.run_id}[/green]: submitted as {record.submission_id} on {record.head}; follow it "
+        out.success(f"{record.run_id}: submitted as {record.submission_id} on {record.head}; follow it "
                  f"with `dapo-ops logs {record.run_id} --follow`")
     out.document(as_dict(record))
 
@@ -135,5 +136,5 @@ def runs_table(rows: list[tuple[str, str, str, str]], width: int) -> Table:
     left = width - sum(max(w, 5) for w in widths) - 4 * 2 - 2
     table.add_column("reason", no_wrap=True, overflow="ellipsis", max_width=max(left, 6))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # run ids and reasons are shown literally
     return table

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 from rich import box
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from dapo_ops.cli.options import json_option
 from dapo_ops.cli.output import Output, err_console, print_error
@@ -76,7 +76,7 @@ def stack_lock(sources: Path | None, platforms: tuple[str, ...], check_only: boo
         for column in ("change", "package", "was", "now"):
             table.add_column(column, no_wrap=True)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))
         out.console.print(table)
         if not_in_force is not None:
             out.info(f"{name}: the manifest does not put this lock in force yet ({not_in_force})")
@@ -87,7 +87,7 @@ def _check(out: Output, manifest, directory: Path) -> None:
 
     report = lockgen.check(manifest, directory)
     for note in report.notes:
-        out.info(f"[dim]note: {note}[/dim]")
+        out.note(f"note: {note}")
     for problem in report.problems:
         print_error(problem)
     if not report.ok:
@@ -136,8 +136,8 @@ def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: t
     for warning in summary.warnings:
         out.warning(warning)
     for name in summary.replaced:
-        out.info(f"replaced {escape(name)}: its sha256 is not the lock's")
-    out.info(f"{escape(str(directory))}: {summary.files} files, {wh.human_size(summary.bytes)} "
+        out.info(f"replaced {name}: its sha256 is not the lock's")
+    out.info(f"{directory}: {summary.files} files, {wh.human_size(summary.bytes)} "
              f"({len(summary.downloaded)} downloaded, {summary.kept} of {summary.packages} packages already there); "
-             f"index {escape(str(directory / 'simple'))}")
+             f"index {directory / 'simple'}")
     out.document(summary.as_dict())
