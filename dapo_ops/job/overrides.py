@@ -11,7 +11,7 @@ from dapo_ops.manifest import StackManifest
 
 # `+key=value` adds a key the schema does not have; only these prefixes may do that.
 PLUS_ALLOWED = ("+actor_rollout_ref.model.override_config.",)
-_SAFE = re.compile(r"^[A-Za-z0-9_./:+@-]+$")
+_SAFE = re.compile(r"[A-Za-z0-9_./:+@-]+")
 
 
 def hydra_value(value) -> str:
@@ -23,7 +23,7 @@ def hydra_value(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
     text = str(value)
-    if _SAFE.match(text) and text not in ("True", "False", "null", "true", "false"):
+    if _SAFE.fullmatch(text) and text not in ("True", "False", "null", "true", "false"):
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import jinja2
 
+from dapo_ops.errors import DapoError
 from dapo_ops.fleet.nic import hccl_nic
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.npu_env import task_queue_enable
@@ -119,7 +121,24 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
     files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"
+    prove_scripts(files)
     return files
+
+
+class RenderError(DapoError):
+    """A rendered script does not parse: a bug in a template or its quoting; nothing is written."""
+
+
+def prove_scripts(files: dict[str, str]) -> None:
+    """Every rendered shell script parses (`bash -n`), so a value that slipped past the spec's checks cannot reach
+    a node as a broken or rewritten script."""
+    for name, text in sorted(files.items()):
+        if not name.endswith(".sh"):
+            continue
+        check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=30)
+        if check.returncode != 0:
+            first = (check.stderr.strip().splitlines() or ["bash -n failed"])[0]
+            raise RenderError(f"rendered {name} does not parse as bash ({first}); nothing was written")
 
 
 def file_mode(name: str) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 import yaml
 
 from dapo_ops.errors import UsageError
+from dapo_ops.job import strings
 
 
 class SpecError(UsageError):
@@ -162,8 +162,6 @@ class JobSpec:
     extra_overrides: tuple[str, ...] = ()
 
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 def _bool(value: Any, where: str) -> bool:
@@ -187,6 +185,9 @@ def _float(value: Any, where: str) -> float:
 def _str(value: Any, where: str) -> str:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise SpecError(f"{where}: expected a string, got {value!r}")
+    problem = strings.text_problem(str(value))
+    if problem:
+        raise SpecError(f"{where}: {problem}")
     return str(value)
 
 
@@ -250,15 +251,18 @@ def _build(cls: type, data: Any, where: str) -> Any:
 
 def check_strings(spec: JobSpec) -> None:
     """Fields that become names (files, Ray ids, env variables) must be plain; free text is quoted on render."""
-    if not _NAME.match(spec.name):
+    if not strings.is_name(spec.name):
         raise SpecError(f"name: {spec.name!r} must be letters, digits, '.', '_' or '-' (at most 64)")
-    if not _NAME.match(spec.trainer.experiment_name):
+    if not strings.is_name(spec.trainer.experiment_name):
         raise SpecError(f"trainer.experiment_name: {spec.trainer.experiment_name!r} must be letters, digits, '.', '_' or '-'")
-    if not _NAME.match(spec.trainer.project_name):
+    if not strings.is_name(spec.trainer.project_name):
         raise SpecError(f"trainer.project_name: {spec.trainer.project_name!r} must be letters, digits, '.', '_' or '-'")
     for key in spec.env.extra:
-        if not _ENV_NAME.match(key):
-            raise SpecError(f"env.extra.{key}: not an environment variable name (A-Z, 0-9, _)")
+        if not strings.is_env_name(key):
+            raise SpecError(f"env.extra.{key!r}: not an environment variable name (A-Z, 0-9, _)")
+        if strings.looks_secret(key):
+            raise SpecError(f"env.extra.{key}: looks like a secret, which is never written into the job's files; "
+                            "export it on the controller instead (it reaches the nodes in secrets.env, mode 0600)")
     for i, value in enumerate(spec.extra_overrides):
         if "\n" in value or "=" not in value:
             raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")

@@ -2,6 +2,7 @@
 nothing; hostile strings never execute; the seed's rendered files match the golden files byte for byte."""
 
 import copy
+import re
 import os
 import shutil
 import socket
@@ -17,7 +18,7 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.overrides import hydra_value, overrides
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
-from dapo_ops.job.spec import parse_spec
+from dapo_ops.job.spec import SpecError, parse_spec
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -92,7 +93,7 @@ BROKEN = [
     ("wrong type", mutate("data.train_batch_size", "lots"), "data.train_batch_size: expected a whole number"),
     ("missing required field", mutate("model.path", DELETE), "model.path: required field is missing"),
     ("relative path", mutate("data.train_files", "data/train.parquet"), "must be an absolute path"),
-    ("newline in a path", mutate("model.path", "/data/x\n; rm -rf ~"), "model.path: must be one line"),
+    ("newline in a path", mutate("model.path", "/data/x\n; rm -rf ~"), "model.path: contains the control character"),
     ("hostile job name", mutate("name", "$(touch /tmp/pwned)"), "name: '$(touch /tmp/pwned)' must be letters"),
     ("unlisted + key", mutate("extra_overrides", ["+trainer.surprise=1"]), "adds a key verl does not have"),
     ("npus per node not in the inventory", mutate("cluster.npus_per_node", 8), "inventory declares dapo_npus_per_node 16"),
@@ -128,7 +129,7 @@ def test_broken_specs_fail_with_one_line_and_write_nothing(tmp_path, label, chan
 
 
 HOSTILE = ["$(touch {m})", "`touch {m}`", "'; touch {m}; '", "\"; touch {m}; \"", "; rm -rf ~ ; touch {m}",
-           "${{IFS}}touch${{IFS}}{m}", "a\\' ; touch {m} #"]
+           "$IFS;touch$IFS{m}", "a\\' ; touch {m} #"]
 
 
 def hostile_spec(marker: Path, payload: str) -> dict:
@@ -199,6 +200,32 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     head_gcs.close()
 
 
+@pytest.mark.parametrize("value, problem", [
+    ("x${oc.env:WANDB_API_KEY}", "contains '${', an OmegaConf interpolation"),
+    ("${{IFS}}touch${{IFS}}x", "contains '${'"),
+    ("a\x1b[31mred", "control character '\\x1b'"), ("tab\there", "control character '\\t'"),
+    ("nul\x00", "control character '\\x00'"), ("del\x7f", "control character '\\x7f'")])
+def test_interpolations_and_control_characters_are_refused_naming_the_field(value, problem):
+    for field in ("data.prompt_key", "env.extra.DAPO_X", "algorithm.loss_agg_mode", "model.path"):
+        with pytest.raises(SpecError, match=re.escape(f"{field}: ") + ".*" + re.escape(problem)):
+            parse_spec(mutate(field, value)(seed()))
+
+
+@pytest.mark.parametrize("field, value", [("name", "dapo\n"), ("trainer.experiment_name", "exp\n"),
+                                          ("trainer.project_name", "p\n")])
+def test_a_name_with_a_trailing_newline_is_refused(field, value):
+    with pytest.raises(SpecError, match=field):
+        parse_spec(mutate(field, value)(seed()))
+
+
+@pytest.mark.parametrize("key", ["WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_PASSWORD",
+                                 "GITHUB_TOKEN"])
+def test_a_secret_in_env_extra_is_refused_and_never_rendered(key):
+    with pytest.raises(SpecError, match=f"env.extra.{key}: looks like a secret.*secrets.env"):
+        parse_spec(mutate(f"env.extra.{key}", "sekrit")(seed()))
+    assert parse_spec(mutate("env.extra.HCCL_BUFFSIZE", "200")(seed())).env.extra == {"HCCL_BUFFSIZE": "200"}
+
+
 def test_render_is_byte_identical_and_matches_the_golden_files(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     for out in (first, second):
@@ -236,3 +263,11 @@ def test_no_secret_is_rendered(tmp_path, monkeypatch):
     no_key = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
     refused = cli("validate", str(job), "-i", str(INVENTORY), env=no_key)
     assert refused.returncode == 2 and "WANDB_API_KEY is not set" in refused.stderr
+
+
+def test_a_rendered_script_that_does_not_parse_is_refused_before_anything_is_written():
+    from dapo_ops.job.render import RenderError, prove_scripts
+
+    prove_scripts({"nodes/n1/ray-start.sh": "#!/bin/bash\nexec ray start --head\n", "overrides.txt": "if then\n"})
+    with pytest.raises(RenderError, match=r"rendered nodes/n1/submit.sh does not parse as bash"):
+        prove_scripts({"nodes/n1/submit.sh": "#!/bin/bash\nif [ -n x ]; then\n"})
