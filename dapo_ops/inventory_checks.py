@@ -75,5 +75,5 @@ def fleet_problems(hostvars_by_host: dict[str, dict], order: list[str]) -> dict[
     if planned:
         plans = {h: _device_plan(hostvars_by_host[h]) for h in planned}
         for host, found in plan_problems(plans, planned).items():
-            problems[host] += [f"NPU network plan: {p}" for p in found]
+            problems[host] += [f"RoCE plan: {p}" for p in found]  # as the hccl_network role words it
     return {host: found for host, found in problems.items() if found}

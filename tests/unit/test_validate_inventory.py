@@ -51,9 +51,9 @@ def test_the_npu_network_plan_is_checked_across_the_hosts_that_configure_it():
              "n3": with_(dapo_device_ips=["nonsense"])}                    # not configured here: not checked
     problems = fleet_problems(hosts, ["n1", "n2", "n3"])
     assert set(problems) <= {"n1", "n2"} and problems
-    assert all(p.startswith("NPU network plan: ") for found in problems.values() for p in found)
+    assert all(p.startswith("RoCE plan: ") for found in problems.values() for p in found)
     short = {"n1": with_(hccl_network_enabled=True, dapo_device_ips=ips[:4])}
-    assert "NPU network plan" in fleet_problems(short, ["n1"])["n1"][0]
+    assert "RoCE plan" in fleet_problems(short, ["n1"])["n1"][0]
 
 
 def run_playbook(tmp_path: Path, hosts: dict) -> subprocess.CompletedProcess:
