@@ -43,18 +43,26 @@ def _positive_int(hostvars: dict, name: str) -> list[str]:
     return []
 
 
-def host_problems(name: str, hostvars: dict) -> list[str]:
-    """Every problem of one host's variables, each naming the variable."""
+def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[str]:
+    """Every problem of one host's variables, each naming the variable; the job commands (provisioning=False) leave
+    out what only the playbook reads (the artifact source, the reboot batch size)."""
     host = HostSpec(name, str(hostvars.get("ansible_host", name)), known_hosts=None, vars=hostvars)  # type: ignore[arg-type]
     problems = [f"{old} is now called {new} (rename it in the inventory)" for old, new in RENAMED_VARS.items()
                 if old in hostvars and new not in hostvars]
     if not problems:
         problems += _named_error(host_npus, host)
-    problems += _artifact_source(hostvars)
     problems += _named_error(hccl_nic, host) + _named_error(inventory_address, host)
     problems += _named_error(backend_for, hostvars)
-    problems += _positive_int(hostvars, "dapo_reboot_batch_size")
+    if provisioning:
+        problems += _artifact_source(hostvars) + _positive_int(hostvars, "dapo_reboot_batch_size")
     return [p.removeprefix(f"{name}: ").removeprefix(f"{name} ") if p.startswith(name) else p for p in problems]
+
+
+def job_host_problems(hosts: list[HostSpec]) -> None:
+    """Every problem of the hosts a job would use (the head first), all at once, as one InventoryError."""
+    found = [f"{h.name}: {p}" for h in hosts for p in host_problems(h.name, h.vars, provisioning=False)]
+    if found:
+        raise InventoryError("; ".join(found))
 
 
 def _device_plan(hostvars: dict) -> dict:

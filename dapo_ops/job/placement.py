@@ -38,7 +38,10 @@ def place(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> tup
 
     Every chosen host must give the same number of NPUs (verl's resource pool is nodes x n_gpus_per_node); a spec
     that pins npus_per_node must match them."""
+    from dapo_ops.inventory_checks import job_host_problems  # it reads the launch module's backends
+
     chosen = job_hosts(spec, hosts, nodes)
+    job_host_problems(chosen)
     counts = {h.name: host_npus(h) for h in chosen}
     distinct = sorted(set(counts.values()))
     if len(distinct) > 1:

@@ -178,3 +178,12 @@ def test_a_non_positive_node_count_is_refused(nodes):
         place(parse_spec(seed(cluster__nodes=nodes)), [host("a"), host("b")])
     with pytest.raises(SpecError, match=f"--nodes is {nodes}; it must be a positive number"):
         place(parse_spec(seed()), [host("a"), host("b")], nodes)
+
+
+def test_every_problem_of_the_job_hosts_is_reported_at_once_the_head_first():
+    bad = [host("a", 16, dapo_hccl_ifname="eth0; reboot"), host("b", "sixteen"), host("c", 16)]
+    with pytest.raises(InventoryError) as caught:
+        place(parse_spec(seed(cluster__head="b")), bad)
+    message = str(caught.value)
+    assert message.index("b: dapo_npus_per_node is 'sixteen'") < message.index("a: dapo_hccl_ifname 'eth0; reboot'")
+    assert "c:" not in message  # not one of the job's 2 hosts
