@@ -25,6 +25,23 @@ def placed_job(job_file: Path, inventory: Path | None):
     return spec, manifest, hosts
 
 
+def placed_offline(job_file: Path, inventory: Path | None):
+    """As placed_job; but with no -i and no simulated fleet, a spec that pins cluster.npus_per_node is checked on
+    its own numbers (validate needs no node)."""
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.job.spec import load_spec
+    from dapo_ops.manifest import load_manifest
+    from dapo_ops.paths import SIM_INVENTORY_DIR
+
+    if inventory is not None or (SIM_INVENTORY_DIR / "hosts.yml").exists():
+        return placed_job(job_file, inventory)
+    spec = load_spec(job_file)
+    if spec.cluster.npus_per_node is None:
+        raise InventoryError("no inventory to place the job on (no -i, no simulated fleet up): pass -i INVENTORY, "
+                             "or set cluster.npus_per_node in the spec to validate it on its own numbers")
+    return spec, load_manifest(), []
+
+
 def first_of(problems: list[str]) -> str:
     return problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
 
@@ -73,7 +90,9 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
     out = Output(as_json)
     if verl_checkout and recipe_from_head:
         raise UsageError("--verl-checkout and --recipe-from-head are two sources for the same files: pick one")
-    spec, manifest, hosts = placed_job(job_file, inventory)
+    spec, manifest, hosts = placed_offline(job_file, inventory)
+    if recipe_from_head and not hosts:
+        raise UsageError("--recipe-from-head reads the head node's checkout: pass -i INVENTORY")
     with tempfile.TemporaryDirectory(prefix="dapo-ops-recipe-") as workdir:
         if recipe_from_head:
             sources = head_recipe(hosts[0], manifest, Path(workdir))

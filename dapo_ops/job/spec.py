@@ -47,14 +47,19 @@ class Model:
 
 @dataclass(frozen=True)
 class Data:
-    train_files: str
-    val_files: str
+    train_files: str | tuple[str, ...]   # one parquet file or a list of them, as verl's data.train_files takes
+    val_files: str | tuple[str, ...]
     prompt_key: str = "prompt"
     max_prompt_length: int = 2048
     max_response_length: int = 20480
     gen_batch_size: int = 1536
     train_batch_size: int = 512
     truncation: str = "left"
+
+    def paths(self) -> list[tuple[str, str]]:
+        """(field, path) for every data file, training then validation."""
+        return [(f"data.{name}", path) for name in ("train_files", "val_files")
+                for path in ((getattr(self, name),) if isinstance(getattr(self, name), str) else getattr(self, name))]
 
 
 @dataclass(frozen=True)
@@ -200,7 +205,8 @@ def _optional(value: Any, hint: Any, where: str) -> Any:
             return None
         raise SpecError(f"{where}: must not be empty")
     options = [a for a in typing.get_args(hint) if a is not type(None)]
-    return _convert(value, options[0], where)
+    listed = [a for a in options if typing.get_origin(a) is tuple]
+    return _convert(value, listed[0] if isinstance(value, list) and listed else options[0], where)
 
 
 def _tuple(value: Any, hint: Any, where: str) -> tuple:
@@ -266,8 +272,7 @@ def check_strings(spec: JobSpec) -> None:
     for i, value in enumerate(spec.extra_overrides):
         if "\n" in value or "=" not in value:
             raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")
-    for path, value in (("model.path", spec.model.path), ("data.train_files", spec.data.train_files),
-                        ("data.val_files", spec.data.val_files), ("trainer.log_dir", spec.trainer.log_dir),
+    for path, value in (("model.path", spec.model.path), *spec.data.paths(), ("trainer.log_dir", spec.trainer.log_dir),
                         ("trainer.checkpoint_dir", spec.trainer.checkpoint_dir)):
         if "\n" in value or "\0" in value:
             raise SpecError(f"{path}: must be one line")

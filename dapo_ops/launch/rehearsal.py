@@ -45,9 +45,10 @@ def required_files(spec: JobSpec) -> dict[str, str]:
     """What every rank's node must hold: verl's TaskRunner and workers load the model (its config.json first, through
     transformers' AutoConfig) and the parquet files on whichever node Ray places them (verl v0.7.0
     verl/trainer/main_ppo.py: TaskRunner.run copies model.path to local and builds the datasets there)."""
-    return {f"{spec.model.path.rstrip('/')}/config.json": "the model's config.json (model.path)",
-            spec.data.train_files: "the training data (data.train_files)",
-            spec.data.val_files: "the validation data (data.val_files)"}
+    files = {f"{spec.model.path.rstrip('/')}/config.json": "the model's config.json (model.path)"}
+    for field, path in spec.data.paths():
+        files.setdefault(path, f"the {'training' if field == 'data.train_files' else 'validation'} data ({field})")
+    return files
 
 
 def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeouts = Timeouts(),

@@ -34,7 +34,7 @@ def model_config(spec: JobSpec) -> dict:
 def job_files(spec: JobSpec) -> dict[str, bytes]:
     """Absolute node path -> content."""
     files = {f"{spec.model.path.rstrip('/')}/config.json": (json.dumps(model_config(spec), indent=2) + "\n").encode()}
-    for path in (spec.data.train_files, spec.data.val_files):
+    for _, path in spec.data.paths():
         files[path] = PARQUET_PLACEHOLDER
     return files
 

@@ -271,3 +271,28 @@ def test_a_rendered_script_that_does_not_parse_is_refused_before_anything_is_wri
     prove_scripts({"nodes/n1/ray-start.sh": "#!/bin/bash\nexec ray start --head\n", "overrides.txt": "if then\n"})
     with pytest.raises(RenderError, match=r"rendered nodes/n1/submit.sh does not parse as bash"):
         prove_scripts({"nodes/n1/submit.sh": "#!/bin/bash\nif [ -n x ]; then\n"})
+
+
+def test_a_list_of_data_files_validates_and_reaches_verl_as_a_list(tmp_path):
+    files = ["/data/dapo-math-17k.parquet", "/data/extra/more.parquet"]
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(mutate("data.train_files", files)(seed())))
+    result = cli("validate", str(job), "-i", str(INVENTORY), "--json")
+    assert result.returncode == 0, result.stderr
+    spec = parse_spec(mutate("data.train_files", files)(seed()))
+    assert f"data.train_files=[{','.join(files)}]" in overrides(spec, load_manifest())
+    with pytest.raises(SpecError, match="data.train_files: 'relative.parquet' must be an absolute path"):
+        parse_spec(mutate("data.train_files", [files[0], "relative.parquet"])(seed()))
+
+
+def test_validate_needs_no_inventory_when_the_spec_pins_its_npus(tmp_path, monkeypatch):
+    import dapo_ops.paths
+
+    monkeypatch.setattr(dapo_ops.paths, "SIM_INVENTORY_DIR", tmp_path / "no-fleet")
+    pinned = tmp_path / "pinned.yaml"
+    pinned.write_text(yaml.safe_dump(mutate("cluster.npus_per_node", 16)(seed())))
+    result = cli("validate", str(pinned), "--json")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["npus_per_node"] == 16
+    unpinned = cli("validate", str(SEED))
+    assert unpinned.returncode == 2 and "set cluster.npus_per_node in the spec" in unpinned.stderr
