@@ -71,15 +71,21 @@ def stack_lock(sources: Path | None, platforms: tuple[str, ...], check_only: boo
             out.info(f"recorded {path}")
     chosen = list(platforms) or [p.name for p in manifest.lock.platforms.values() if p.in_force]
     for name in chosen:
-        title, rows, not_in_force = lockgen.lock_platform(manifest, directory, name, upgrade)
-        table = Table(title=f"{title}, {len(rows)} change(s)", box=box.SIMPLE_HEAD)
-        for column in ("change", "package", "was", "now"):
-            table.add_column(column, no_wrap=True)
-        for row in rows:
-            table.add_row(*(Text(cell) for cell in row))
-        out.console.print(table)
-        if not_in_force is not None:
-            out.info(f"{name}: the manifest does not put this lock in force yet ({not_in_force})")
+        _lock_platform(out, manifest, directory, name, upgrade)
+
+
+def _lock_platform(out: Output, manifest, directory: Path, name: str, upgrade: bool) -> None:
+    from dapo_ops.stack import lockgen
+
+    title, rows, not_in_force = lockgen.lock_platform(manifest, directory, name, upgrade)
+    table = Table(title=f"{title}, {len(rows)} change(s)", box=box.SIMPLE_HEAD)
+    for column in ("change", "package", "was", "now"):
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    out.console.print(table)
+    if not_in_force is not None:
+        out.info(f"{name}: the manifest does not put this lock in force yet ({not_in_force})")
 
 
 def _check(out: Output, manifest, directory: Path) -> None:
