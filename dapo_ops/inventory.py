@@ -3,8 +3,11 @@ hosts."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,8 +77,32 @@ def load_raw(source: Path) -> dict:
 def _ansible_list(source: Path) -> dict:
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
-    from ansible import constants
     from ansible.errors import AnsibleError
+
+    said = io.StringIO()  # Ansible's warnings would break our one-line errors; the first parse failure is kept
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            raw = _parse_with_ansible(source)
+    except AnsibleError as exc:
+        raise InventoryError(f"inventory {source} is not usable: {_why(said.getvalue(), exc)}") from None
+    # plain JSON types, as ansible-inventory prints them (Ansible tags its strings and numbers)
+    return json.loads(json.dumps(raw, default=str))
+
+
+def _why(said: str, exc: Exception) -> str:
+    """The plugin's own reason (with file:line:col when Ansible gives it), else the exception's first line."""
+    lines = said.splitlines()
+    for index, line in enumerate(lines):
+        match = re.match(r"\[WARNING\]: Failed to parse inventory with '(yaml|auto|ini)' plugin: (.*)", line)
+        if match:
+            origins = [o.split("Origin: ", 1)[1] for o in lines[index:index + 12] if o.startswith("Origin: /")]
+            return match.group(2).strip() + (f" ({origins[0]})" if origins else "")
+    text = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return text[0] if text else type(exc).__name__
+
+
+def _parse_with_ansible(source: Path) -> dict:
+    from ansible import constants
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import init_plugin_loader
@@ -83,29 +110,24 @@ def _ansible_list(source: Path) -> dict:
     from ansible.vars.manager import VariableManager
 
     global _plugins_ready
-    try:
-        if not _plugins_ready:  # once per process: Ansible warns when its collection finder is set up twice
-            init_plugin_loader()
-            _plugins_ready = True
-        # group_vars/host_vars listings are cached per process; a second read in one process must see new files
-        host_group_vars.FOUND.clear()
-        host_group_vars.NAK.clear()
-        loader = DataLoader()
-        inventory = InventoryManager(loader=loader, sources=[str(source)])
-        variables = VariableManager(loader=loader, inventory=inventory)
-        raw: dict = {group.name: {"hosts": [h.name for h in group.hosts],
-                                  "children": [c.name for c in group.child_groups]}
-                     for group in inventory.groups.values()}
-        hostvars = {}
-        for host in inventory.get_hosts("all"):
-            found = variables.get_vars(host=host, include_hostvars=False, stage="all")
-            hostvars[host.name] = {k: v for k, v in found.items() if k not in constants.INTERNAL_STATIC_VARS}
-    except AnsibleError as exc:
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        raise InventoryError(f"inventory {source} is not usable: {lines[0] if lines else type(exc).__name__}") from None
+    if not _plugins_ready:  # once per process: Ansible warns when its collection finder is set up twice
+        init_plugin_loader()
+        _plugins_ready = True
+    # group_vars/host_vars listings are cached per process; a second read in one process must see new files
+    host_group_vars.FOUND.clear()
+    host_group_vars.NAK.clear()
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(source)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    raw: dict = {group.name: {"hosts": [h.name for h in group.hosts],
+                              "children": [c.name for c in group.child_groups]}
+                 for group in inventory.groups.values()}
+    hostvars = {}
+    for host in inventory.get_hosts("all"):
+        found = variables.get_vars(host=host, include_hostvars=False, stage="all")
+        hostvars[host.name] = {k: v for k, v in found.items() if k not in constants.INTERNAL_STATIC_VARS}
     raw["_meta"] = {"hostvars": hostvars}
-    # plain JSON types, as ansible-inventory prints them (Ansible tags its strings and numbers)
-    return json.loads(json.dumps(raw, default=str))
+    return raw
 
 
 def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inventory:

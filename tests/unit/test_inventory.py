@@ -88,3 +88,31 @@ def test_dynamic_inventories_are_never_cached(tmp_path):
     script.chmod(0o644)
     plugin.unlink()
     assert cache_key(tmp_path) is not None
+
+
+SEED_JOB = Path(__file__).parents[2] / "jobs" / "qwen3-30b-a3b-dapo.yaml"
+GOOD_HOST = "{ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_node: 16}"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("npu_nodes: [unclosed\n", "is not usable"),
+    ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_node: lots}\n"
+     f"    n2: {GOOD_HOST}\n", "n1: dapo_npus_per_node is 'lots', not a whole number"),
+    ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, npus_per_node: 16}\n"
+     f"    n2: {GOOD_HOST}\n", "n1: npus_per_node is now called dapo_npus_per_node"),
+    ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_npus_per_node: 16}\n"
+     f"    n2: {GOOD_HOST}\n", "n1: has no dapo_hccl_ifname"),
+    ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_node: 16, "
+     "ansible_port: twenty}\n", "n1 has a non-numeric ansible_port"),
+    ("other_group:\n  hosts:\n    n1: {}\n", "has no hosts in group 'npu_nodes'"),
+    ("\xff\xfe not utf-8", "is not usable"),
+])
+def test_a_broken_inventory_is_one_line_and_exit_2(tmp_path, text, message):
+    from tests.cli_runner import run_cli
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+    result = run_cli("validate", str(SEED_JOB), "-i", str(inventory))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr, result.stderr
