@@ -280,9 +280,19 @@ def check_strings(spec: JobSpec) -> None:
             raise SpecError(f"{path}: {value!r} must be an absolute path on the nodes")
 
 
+def check_ports(spec: JobSpec) -> None:
+    c = spec.cluster
+    for name, port in (("cluster.ray_port", c.ray_port), ("cluster.dashboard_port", c.dashboard_port)):
+        if not 1 <= port <= 65535:
+            raise SpecError(f"{name}: {port} is not a TCP port (1-65535)")
+    if c.ray_port == c.dashboard_port:
+        raise SpecError(f"cluster.dashboard_port: {c.dashboard_port} is also cluster.ray_port")
+
+
 def parse_spec(data: Any) -> JobSpec:
     spec = _build(JobSpec, data, "")
     check_strings(spec)
+    check_ports(spec)
     return spec
 
 
