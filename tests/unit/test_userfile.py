@@ -13,8 +13,10 @@ from dapo_ops.job.spec import load_spec, parse_spec
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.userfile import (MAX_DEPTH, MAX_YAML_BYTES, UserFileError, load_json, load_yaml, parse_json,
                                parse_yaml)
+from tests.cli_runner import run_cli
 
 SEED = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
+INVENTORY = Path(__file__).parent.parent / "data" / "inventory" / "two-nodes"
 
 BILLION_LAUGHS = 'lol: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
@@ -131,3 +133,52 @@ def test_json_files_get_the_same_care(tmp_path):
     latin.write_bytes('{"host": "nœud"}'.encode("cp1252"))
     with pytest.raises(UserFileError, match=r"b\.json:1:12: not UTF-8: byte 0x9C at byte offset 11"):
         load_json(latin, "bundle")
+
+
+# ------------------------------------------------------------------------------------------------ through the CLI
+
+def seed_with(old: str, new: str) -> str:
+    text = SEED.read_text()
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+CLI_CASES = [
+    ("alias bomb", lambda: BILLION_LAUGHS, "anchor &a"),
+    ("deep nesting", lambda: "[" * 10000 + "]" * 10000, "nested deeper than 32"),
+    ("latin-1", lambda: seed_with("experiment_name: qwen3-30b-a3b-dapo", "experiment_name: qwen3-café")
+     .encode("latin-1"), "not UTF-8: byte 0xE9"),
+    ("2 MiB", lambda: seed_with("name:", "#" + "x" * (2 << 20) + "\nname:"), "exceeds the 1 MiB limit"),
+    ("duplicate key", lambda: seed_with("  nodes: 2\n", "  nodes: 2\n  nodes: 1\n"), "duplicate key 'nodes'"),
+    ("2024.10", lambda: seed_with("experiment_name: qwen3-30b-a3b-dapo", "experiment_name: 2024.10"),
+     "2024.10 would be read as the number 2024.1"),
+    ("multi-line YAML error", lambda: seed_with("  nodes: 2\n", "  nodes: 2\n nodes: 1\n"),
+     ":32:2: expected <block end>"),
+    ("tab", lambda: seed_with("  nodes: 2\n", "  nodes:\t\t2\n\tx: 1\n"), "found character '\\t'"),
+    ("yes is not a boolean", lambda: seed_with("param_offload: true", "param_offload: yes"),
+     "actor.param_offload: expected true or false, got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("label, content, message", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_validate_refuses_with_one_line_and_exit_2(tmp_path, label, content, message):
+    job = tmp_path / "job.yaml"
+    data = content()
+    job.write_bytes(data if isinstance(data, bytes) else data.encode())
+    result = run_cli("validate", job, "-i", INVENTORY)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert message in result.stderr, result.stderr
+    assert f"dapo-ops: job spec {job}:" in result.stderr or label == "yes is not a boolean", result.stderr
+
+
+def test_validate_reads_verl_style_numbers_and_quoted_names(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(seed_with("  grad_clip: 1.0\n", "  grad_clip: 1.0\n  lr: 1e-6\n  weight_decay: 1E-1\n")
+                   .replace("experiment_name: qwen3-30b-a3b-dapo", 'experiment_name: "2024.10"'))
+    spec = load_spec(job)
+    assert spec.algorithm.lr == 1e-06 and spec.algorithm.weight_decay == 0.1
+    assert spec.trainer.experiment_name == "2024.10"
+    result = run_cli("validate", job, "-i", INVENTORY)
+    assert result.returncode == 0, result.stderr
