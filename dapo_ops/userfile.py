@@ -11,7 +11,7 @@ YAML (load_yaml, parse_yaml) is read with PyYAML's pure-Python SafeLoader, narro
   first anchor, before anything is expanded;
 - at most MAX_DEPTH (32) nested collections, refused where the 33rd opens (no recursion blow-up);
 - a key may appear once per mapping (the error names the key and both lines); keys are plain values;
-- plain (unquoted) scalars follow the YAML 1.2 core schema: `true`/`false` (any case form of the spec) are the
+- plain (unquoted) scalars follow the YAML 1.2 core schema: `true`/`false` (also `True`, `TRUE`, ...) are the
   only booleans (`yes`, `no`, `on`, `off` are strings), `null`/`~`/empty is null, dates are strings, and
   `1e-6`, `1E5`, `.5`, `1.0e-06` are floats (YAML 1.1 would leave `1e-6` a string).
 
@@ -21,6 +21,9 @@ decimal float whose value is exactly the decimal written (no rounding, no overfl
 and with no trailing zero after the point except a lone `.0` (`0.8`, `1.0`, `1e-6`, `.inf`). Any other
 number-like scalar (`2024.10`, `0.50`, `1_000`, `0o17`, `0x1F`, `010`, `1e400`, `12:30`) is refused, naming what
 it would have been read as: quote it to keep the text (`experiment_name: "2024.10"`), or write the number plainly.
+Number-like scalars over MAX_NUMBER_CHARS (100) characters are refused too.
+
+JSON (load_json, parse_json): the same size limit and UTF-8 rule, duplicate keys and nesting past MAX_DEPTH refused.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ MAX_JSON_BYTES = 1 << 20
 MAX_DEPTH = 32               # nested mappings/sequences; a job spec uses 3
 MAX_NUMBER_CHARS = 100       # longer number-like scalars are refused (Python refuses ints over 4300 digits)
 
-NUMBER_TAG = "tag:dapo-ops,2025:number"   # a plain scalar that looks like a number: _Constructor decides
+NUMBER_TAG = "tag:dapo-ops,2025:number"   # a plain scalar that looks like a number: read_number decides
 _NULLS = {"", "~", "null", "Null", "NULL"}
-_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_BOOLS = {"true", "True", "TRUE", "false", "False", "FALSE"}   # PyYAML's bool constructor reads these
 # what is read as a number: decimal integers, decimal floats without a trailing zero (but a lone .0), inf/nan
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.(?:[0-9]*[1-9]|0)?)?|\.(?:[0-9]*[1-9]|0))(?:[eE][-+]?[0-9]+)?")
@@ -79,8 +82,8 @@ def read_bytes(path: Path | str, what: str, limit: int) -> bytes:
     except OSError as exc:
         raise UserFileError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     if size > limit or len(data) > limit:
-        shown = f"{size} bytes" if size > limit else "it"
-        raise UserFileError(f"{what} {path}: {shown} exceeds the {_human(limit)} limit for such a file; not read")
+        shown = f"{size} bytes, over" if size > limit else "over"
+        raise UserFileError(f"{what} {path}: {shown} the {_human(limit)} limit; not read")
     return data
 
 
@@ -199,13 +202,20 @@ def read_number(text: str) -> tuple[Any, str | None]:
         return int(text), None
     if _SPECIAL.fullmatch(text):
         return float(text.replace(".", "")), None
-    if _FLOAT.fullmatch(text):
-        value = float(text)
-        if math.isfinite(value) and Decimal(text) == Decimal(repr(value)):
-            return value, None
+    if _FLOAT.fullmatch(text) and _exact_float(text):
+        return float(text), None
     readings = " or ".join(dict.fromkeys(repr(v) for v in (_as_yaml11(text), _as_yaml12(text)) if v is not None))
     return None, (f"{text} would be read as the number {readings or '?'}, not as written: quote it (\"{text}\") "
                   f"to keep the text, or write the number plainly")
+
+
+def _exact_float(text: str) -> bool:
+    """Whether float(text) is the decimal written: finite, not rounded (beyond the shortest repr), not underflown."""
+    value = float(text)
+    try:
+        return math.isfinite(value) and Decimal(text) == Decimal(repr(value))
+    except ArithmeticError:   # an exponent beyond what Decimal holds: not a float either
+        return False
 
 
 def _as_yaml11(text: str) -> Any:
