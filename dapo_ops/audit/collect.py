@@ -151,6 +151,8 @@ def _bundle_hosts(directory: Path) -> dict[str, dict]:
 def _read_output(path: Path) -> str:
     """A raw output as text: at most MAX_OUTPUT_BYTES (larger: a one-line error), bytes that are not UTF-8
     replaced (the fact's parser then reports what it cannot read as a collect-failed finding)."""
+    if not path.is_file():   # a FIFO would block, a device never end
+        raise UsageError(f"audit bundle file {path}: not a regular file")
     return read_bytes(path, "audit bundle file", MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
 
 
