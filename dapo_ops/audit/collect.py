@@ -23,8 +23,10 @@ from dapo_ops.clock import utc_now
 from dapo_ops.errors import UsageError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.layout import node_layout
+from dapo_ops.userfile import load_json, read_bytes
 
 BUNDLE_SCHEMA = "dapo-ops/audit-bundle/v1"
+MAX_OUTPUT_BYTES = 4 << 20   # one raw output file in a bundle (a few KB in practice; a pip list ~20 KB)
 _SECTION = re.compile(r"@@dapo-fact@@ (\S+)\n(.*?)\n@@dapo-rc@@ \1 (\d+)\n", re.DOTALL)
 
 
@@ -126,39 +128,63 @@ def write_bundle(directory: Path, raws: list[HostRaw]) -> None:
     (directory / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
+def _bundle_hosts(directory: Path) -> dict[str, dict]:
+    """bundle.json's hosts (host -> {"npus_per_node": N, ...}); {} without a bundle.json."""
+    meta_file = directory / "bundle.json"
+    if not meta_file.exists():
+        return {}
+    meta = load_json(meta_file, what="audit bundle")
+    if not isinstance(meta, dict):
+        raise UsageError(f"{meta_file}: expected a JSON object, got {type(meta).__name__}")
+    if meta.get("schema") != BUNDLE_SCHEMA:
+        raise UsageError(f"{meta_file}: unknown schema {meta.get('schema')!r} (expected {BUNDLE_SCHEMA})")
+    hosts = meta.get("hosts", {})
+    if not isinstance(hosts, dict) or not all(isinstance(entry, dict) for entry in hosts.values()):
+        raise UsageError(f"{meta_file}: hosts: expected an object of host objects")
+    for host, entry in hosts.items():
+        npus = entry.get("npus_per_node")
+        if npus is not None and (isinstance(npus, bool) or not isinstance(npus, int) or npus < 0):
+            raise UsageError(f"{meta_file}: hosts.{host}.npus_per_node: expected a whole number, got {npus!r}")
+    return hosts
+
+
+def _read_output(path: Path) -> str:
+    """A raw output as text: at most MAX_OUTPUT_BYTES (larger: a one-line error), bytes that are not UTF-8
+    replaced (the fact's parser then reports what it cannot read as a collect-failed finding)."""
+    if not path.is_file():   # a FIFO would block, a device never end
+        raise UsageError(f"audit bundle file {path}: not a regular file")
+    return read_bytes(path, "audit bundle file", MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
+
+
+def _exit_code(rc_file: Path) -> int:
+    if not rc_file.exists():
+        return 0
+    try:
+        return int(_read_output(rc_file).strip())
+    except ValueError:
+        return -1
+
+
+def _read_host(host_dir: Path, npus: int | None, directory: Path) -> HostRaw:
+    outputs: dict[str, tuple[int, str]] = {}
+    for path in sorted(host_dir.glob("*.txt")):
+        if path.name == "unreachable.txt":
+            continue
+        outputs[path.name[: -len(".txt")]] = (_exit_code(path.with_suffix(".rc")), _read_output(path))
+    if npus is None:
+        npus = len({k.split(".")[1] for k in outputs if k.startswith("board.")}) or 0
+    reason = host_dir / "unreachable.txt"
+    unreachable = _read_output(reason).strip() if reason.exists() else None
+    return HostRaw(host_dir.name, npus, outputs, unreachable, source=str(directory))
+
+
 def read_bundle(directory: Path, npus_default: int | None = None) -> list[HostRaw]:
+    """Every host directory's outputs; a bundle that cannot be read is a one-line UsageError (dapo_ops.userfile)."""
     if not directory.is_dir():
         raise UsageError(f"bundle {directory} is not a directory")
-    meta: dict = {}
-    meta_file = directory / "bundle.json"
-    if meta_file.exists():
-        try:
-            meta = json.loads(meta_file.read_text())
-        except ValueError as exc:
-            raise UsageError(f"{meta_file} is not valid JSON: {exc}") from None
-        if meta.get("schema") != BUNDLE_SCHEMA:
-            raise UsageError(f"{meta_file}: unknown schema {meta.get('schema')!r} (expected {BUNDLE_SCHEMA})")
-    host_meta = meta.get("hosts", {})
-    raws = []
-    for host_dir in sorted(p for p in directory.iterdir() if p.is_dir()):
-        npus = host_meta.get(host_dir.name, {}).get("npus_per_node") or npus_default
-        outputs: dict[str, tuple[int, str]] = {}
-        for path in sorted(host_dir.glob("*.txt")):
-            if path.name == "unreachable.txt":
-                continue
-            key = path.name[: -len(".txt")]
-            rc_file = path.with_suffix(".rc")
-            rc = 0
-            if rc_file.exists():
-                try:
-                    rc = int(rc_file.read_text().strip())
-                except ValueError:
-                    rc = -1
-            outputs[key] = (rc, path.read_text(errors="replace"))
-        if npus is None:
-            npus = len({k.split(".")[1] for k in outputs if k.startswith("board.")}) or 0
-        unreachable = (host_dir / "unreachable.txt").read_text().strip() if (host_dir / "unreachable.txt").exists() else None
-        raws.append(HostRaw(host_dir.name, int(npus), outputs, unreachable, source=str(directory)))
+    host_meta = _bundle_hosts(directory)
+    raws = [_read_host(host_dir, host_meta.get(host_dir.name, {}).get("npus_per_node") or npus_default, directory)
+            for host_dir in sorted(p for p in directory.iterdir() if p.is_dir())]
     if not raws:
         raise UsageError(f"bundle {directory} has no host directories")
     return raws

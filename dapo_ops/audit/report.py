@@ -24,6 +24,14 @@ HEALTH_MARK = {"OK": ("●", "green"), "Warning": ("W", "yellow"), "Alarm": ("A"
                "UNKNOWN": ("?", "red")}
 
 
+# text from the nodes (outputs, host names) is shown as written: no rich markup, control characters escaped
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _plain(value: str | None, style: str = "") -> Text:
+    return Text("" if value is None else str(value).translate(_CONTROL), style=style)
+
+
 SHORT = {"driver": "drv", "firmware": "fw", "cann_toolkit": "cann", "cann_kernels": "kern",
          "cann_nnal": "nnal", "python": "py", "torch": "torch", "torch_npu": "t_npu", "vllm": "vllm",
          "vllm_ascend": "v_asc", "verl": "verl"}
@@ -39,7 +47,7 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
     if report.findings:
         console.print(_findings_table(report))
     for note in report.notes:
-        console.print(Text(f"note: {note.host}: {note.message}", style="dim"))
+        console.print(_plain(f"note: {note.host}: {note.message}", style="dim"), highlight=False)
     verdict = ("[red]interrupted: partial audit[/red] " if report.interrupted else "")
     console.print(f"{verdict}{len(report.hosts)} host(s), {len(report.errors)} error(s), "
                   f"{len(report.warnings)} warning(s)", highlight=False)
@@ -88,9 +96,9 @@ def _versions_table(report: AuditReport, manifest: StackManifest) -> Table:
     drift = {(f.host, f.component) for f in report.findings if f.code == "differs-from-majority"}
     for host in report.hosts:
         if not host.reachable:
-            table.add_row(Text(host.host), *[""] * len(SHORT), "", Text("unreachable", style="bold red"))
+            table.add_row(_plain(host.host), *[""] * len(SHORT), "", Text("unreachable", style="bold red"))
             continue
-        table.add_row(Text(host.host), *[_version_cell(host, component, pins, drift) for component in SHORT],
+        table.add_row(_plain(host.host), *[_version_cell(host, component, pins, drift) for component in SHORT],
                       _npus_cell(host), _findings_cell(host))
     return table
 
@@ -121,7 +129,7 @@ def _health_grid(report: AuditReport) -> Table | None:
         grid.add_column(str(npu), justify="center")
     for host in report.hosts:
         if host.reachable:
-            grid.add_row(Text(host.host), *[_health_cell(npu) for npu in host.npus])
+            grid.add_row(_plain(host.host), *[_health_cell(npu) for npu in host.npus])
     return grid
 
 
@@ -130,8 +138,9 @@ def _health_grid(report: AuditReport) -> Table | None:
 def _closure_row(h: HostReport) -> tuple:
     c = h.closure
     if c["lock"] is None:
-        return h.host, c["machine"], Text("none in force", style="dim"), str(c["installed"]), "—", "—", "—"
-    return (h.host, c["machine"], c["lock"], str(c["installed"]),
+        return (_plain(h.host), _plain(c["machine"]), Text("none in force", style="dim"), str(c["installed"]),
+                "—", "—", "—")
+    return (_plain(h.host), _plain(c["machine"]), _plain(c["lock"]), str(c["installed"]),
             Text(str(c["off_lock"]), style="red" if c["off_lock"] else "green"),
             Text(str(c["missing"]), style="red" if c["missing"] else "green"),
             Text(str(c["extra"]), style="yellow" if c["extra"] else "green"))
@@ -147,7 +156,7 @@ def print_closure(report: AuditReport, console: Console) -> None:
     for column in ("host", "machine", "lock", "installed", "off-lock", "missing", "extra"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("host", "machine", "lock") else "right")
     for h in hosts:
-        table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in _closure_row(h)))
+        table.add_row(*_closure_row(h))
     console.print(table)
 
 
@@ -173,11 +182,10 @@ def _findings_table(report: AuditReport) -> Table:
         table.add_column(column, overflow="fold")
     listed, more = _listed(report.findings)
     for f in listed:
-        # node output and host names reach these cells: Text, never markup
-        table.add_row(Text(f.severity, style="red" if f.severity == ERROR else "yellow"), Text(f.host),
-                      "" if f.npu is None else str(f.npu), Text(f.code), Text(f.message))
+        table.add_row(Text(f.severity, style="red" if f.severity == ERROR else "yellow"), _plain(f.host),
+                      "" if f.npu is None else str(f.npu), f.code, _plain(f.message))
     for host, count in more.items():
-        table.add_row("", Text(host), "", "…", f"{count} more lock finding(s) (--json lists all)")
+        table.add_row("", _plain(host), "", "…", f"{count} more lock finding(s) (--json lists all)")
     return table
 
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from dapo_ops.errors import UsageError
 from dapo_ops.job import strings
@@ -297,11 +296,12 @@ def parse_spec(data: Any) -> JobSpec:
 
 
 def load_spec(path: Path | str) -> JobSpec:
-    path = Path(path)
+    """Read by dapo_ops.userfile's rules (size, UTF-8, no aliases, YAML 1.2 numbers and booleans, no duplicate
+    keys); every refusal is one line naming the file, line and column."""
+    from dapo_ops.userfile import UserFileError, load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"cannot read job spec {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"job spec {path} is not valid YAML: {exc}") from None
+        data = load_yaml(path, what="job spec")
+    except UserFileError as exc:
+        raise SpecError(str(exc)) from None
     return parse_spec(data)
