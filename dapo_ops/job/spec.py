@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from dapo_ops.errors import UsageError
 from dapo_ops.job import strings
 
