@@ -28,7 +28,7 @@ def host_npus(host: HostSpec) -> int:
     if value is None or value == "":
         if RENAMED_VARS["npus_per_node"] == NPUS_VAR and "npus_per_node" in host.vars:
             raise InventoryError(f"{host.name}: npus_per_node is now called {NPUS_VAR} (rename it in the inventory)")
-        raise InventoryError(f"{host.name} has no {NPUS_VAR} in the inventory (8 on an Atlas 800T A2, 16 on a "
+        raise InventoryError(f"{host.name}: no {NPUS_VAR} in the inventory (8 on an Atlas 800T A2, 16 on a "
                              "Box16)")
     if isinstance(value, bool):
         raise InventoryError(f"{host.name}: {NPUS_VAR} is {value!r}, not a whole number")

@@ -55,7 +55,7 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[
     problems += _named_error(backend_for, hostvars)
     if provisioning:
         problems += _artifact_source(hostvars) + _positive_int(hostvars, "dapo_reboot_batch_size")
-    return [p.removeprefix(f"{name}: ").removeprefix(f"{name} ") if p.startswith(name) else p for p in problems]
+    return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once
 
 
 def job_host_problems(hosts: list[HostSpec]) -> None:

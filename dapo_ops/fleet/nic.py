@@ -24,7 +24,7 @@ _INET = re.compile(r"\binet (\d{1,3}(?:\.\d{1,3}){3})/\d{1,2}\b")
 def hccl_nic(host: HostSpec) -> str:
     nic = host.vars.get(NIC_VAR)
     if not nic:
-        raise InventoryError(f"{host.name} has no {NIC_VAR} (the NIC for HCCL/GLOO/TP traffic)")
+        raise InventoryError(f"{host.name}: no {NIC_VAR} in the inventory (the NIC for HCCL/GLOO/TP traffic)")
     if not _IFNAME.match(str(nic)):
         raise InventoryError(f"{host.name}: {NIC_VAR} {nic!r} is not an interface name")
     return str(nic)

@@ -101,7 +101,7 @@ GOOD_HOST = "{ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_no
     ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, npus_per_node: 16}\n"
      f"    n2: {GOOD_HOST}\n", "n1: npus_per_node is now called dapo_npus_per_node"),
     ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_npus_per_node: 16}\n"
-     f"    n2: {GOOD_HOST}\n", "n1: has no dapo_hccl_ifname"),
+     f"    n2: {GOOD_HOST}\n", "n1: no dapo_hccl_ifname in the inventory"),
     ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_node: 16, "
      "ansible_port: twenty}\n", "n1 has a non-numeric ansible_port"),
     ("other_group:\n  hosts:\n    n1: {}\n", "has no hosts in group 'npu_nodes'"),

@@ -77,8 +77,8 @@ def test_world_size_follows_the_inventory():
 
 
 @pytest.mark.parametrize("value, message", [
-    (None, "a has no dapo_npus_per_node"), ("eight", "'eight', not a whole number"), (True, "not a whole number"),
-    (0, "it must be positive"), ("", "a has no dapo_npus_per_node")])
+    (None, "a: no dapo_npus_per_node in the inventory"), ("eight", "'eight', not a whole number"), (True, "not a whole number"),
+    (0, "it must be positive"), ("", "a: no dapo_npus_per_node in the inventory")])
 def test_a_bad_npus_per_node_is_named(value, message):
     with pytest.raises(InventoryError, match=message):
         host_npus(host("a", value))

@@ -28,11 +28,11 @@ def test_a_good_host_has_no_problem():
 @pytest.mark.parametrize("hostvars, needle", [
     (with_(dapo_npus_per_node=None, npus_per_node=8), "npus_per_node is now called dapo_npus_per_node"),
     (with_(reboot_batch_size=2), "reboot_batch_size is now called dapo_reboot_batch_size"),
-    (with_(dapo_npus_per_node=None), "has no dapo_npus_per_node in the inventory"),
+    (with_(dapo_npus_per_node=None), "no dapo_npus_per_node in the inventory"),
     (with_(dapo_npus_per_node="eight"), "dapo_npus_per_node is 'eight', not a whole number"),
     (with_(dapo_artifact_url=None), "set exactly one of dapo_artifact_url or dapo_artifact_dir"),
     (with_(dapo_artifact_dir="/srv/ascend"), "both are set"),
-    (with_(dapo_hccl_ifname=None), "has no dapo_hccl_ifname"),
+    (with_(dapo_hccl_ifname=None), "no dapo_hccl_ifname in the inventory"),
     (with_(dapo_hccl_ifname="eth0; reboot"), "dapo_hccl_ifname 'eth0; reboot' is not an interface name"),
     (with_(dapo_hccl_ip="10.0.0.300"), "dapo_hccl_ip '10.0.0.300' is not an IPv4 address"),
     (with_(dapo_rehearsal_backend="nccl"), "dapo_rehearsal_backend: 'nccl' is not one of hccl, gloo, tcp"),
