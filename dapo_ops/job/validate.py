@@ -14,6 +14,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from dapo_ops.job.composed import Folded, fold
+from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
 from dapo_ops.job.placement import world_size
@@ -282,16 +283,18 @@ def _hbm(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
 
 def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
-    configuration's (composed.fold). Without a composed configuration, the spec's own values."""
+    configuration's (composed.fold) with the model's facts (model_facts). Without a composed configuration, the spec's
+    own values."""
     result = Validation()
     try:
         result.composed = compose(sources, overrides(spec, manifest))
     except SpecError as exc:
         result.errors.append(str(exc))
     folded = fold(spec, result.composed) if result.composed is not None else Folded(spec)
-    checked = folded.spec
+    facts = model_facts(folded.spec, result.composed)
+    checked = with_facts(folded.spec, facts)
     result.errors += folded.problems + arithmetic(checked, manifest, folded.names)
     result.errors += env_problems(spec, result.composed)
     result.hbm = _hbm(checked, int(manifest.platform["hbm_mb"]))
-    result.warnings += hbm_warnings(result.hbm, checked)
+    result.warnings += facts.warnings + hbm_warnings(result.hbm, checked)
     return result

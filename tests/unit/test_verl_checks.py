@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from dapo_ops.job.composed import fold
+from dapo_ops.job.model_facts import KNOWN
 from dapo_ops.job.spec import parse_spec
 from tests.cli_runner import run_cli
 from tests.unit.test_job import INVENTORY, SEED, mutate, seed
@@ -67,6 +68,35 @@ def test_each_mistake_is_one_line_naming_the_key(tmp_path, label, change, messag
     others = [line for line in result.stderr.splitlines() if line not in failed]
     assert all(line.startswith(("HBM per NPU", "warning:")) for line in others), others   # nothing from verl
     assert "Traceback" not in result.stderr and all("\n" not in error for error in report["errors"])
+
+
+def test_model_facts_come_from_config_json_when_readable(tmp_path):
+    model = tmp_path / "Qwen3-30B-A3B"
+    model.mkdir()
+    config = {"num_attention_heads": 32, "num_key_value_heads": 4, "hidden_size": 2048,
+              "max_position_embeddings": 16384}
+    (model / "config.json").write_text(json.dumps(config))
+    result, report = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    assert result.returncode == 2 and "exceeds the model's max_position_embeddings 16384" in result.stderr
+    assert any("model.architecture.max_position_embeddings is 40960 but" in w for w in report["warnings"])
+
+
+def test_override_config_wins_over_the_model_facts(tmp_path):
+    result, _ = validate(tmp_path, extra(f"+{AR}.model.override_config.max_position_embeddings=8192")(seed()))
+    assert result.returncode == 2 and "exceeds the model's max_position_embeddings 8192" in result.stderr
+
+
+def test_a_known_model_disagreeing_with_the_architecture_is_a_warning(tmp_path):
+    result, report = validate(tmp_path, mutate("model.architecture.kv_heads", 8)(seed()))
+    assert result.returncode == 0, result.stderr
+    assert report["warnings"] == ["model.architecture.kv_heads is 8 but Qwen3-30B-A3B's config.json "
+                                  f"({KNOWN['Qwen3-30B-A3B'].source}) says 4 (dapo-ops uses the architecture's)"]
+
+
+def test_the_seed_architecture_is_qwen3_30b_a3b_config_json():
+    arch, known = parse_spec(seed()).model.architecture, KNOWN["Qwen3-30B-A3B"]
+    assert (arch.attention_heads, arch.kv_heads, arch.hidden_size, arch.max_position_embeddings) == \
+        (known.attention_heads, known.kv_heads, known.hidden_size, known.max_position_embeddings)
 
 
 def test_fold_names_only_what_an_override_changed():
