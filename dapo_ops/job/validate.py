@@ -20,6 +20,7 @@ from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
 from dapo_ops.job.placement import world_size
 from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.job.verl_checks import verl_checks
 from dapo_ops.manifest import StackManifest
 
 PROJECT_RECIPE = Path(__file__).parent / "recipe"
@@ -283,8 +284,8 @@ def _hbm(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
 
 def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
-    configuration's (composed.fold) with the model's facts (model_facts). Without a composed configuration, the spec's
-    own values."""
+    configuration's (composed.fold) with the model's facts (model_facts), then verl's own checks run offline and the
+    ones reproduced from verl and vLLM (verl_checks). Without a composed configuration, the spec's own values."""
     result = Validation()
     try:
         result.composed = compose(sources, overrides(spec, manifest))
@@ -294,6 +295,8 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> 
     facts = model_facts(folded.spec, result.composed)
     checked = with_facts(folded.spec, facts)
     result.errors += folded.problems + arithmetic(checked, manifest, folded.names)
+    if result.composed is not None:
+        result.errors += verl_checks(folded, result.composed, facts)
     result.errors += env_problems(spec, result.composed)
     result.hbm = _hbm(checked, int(manifest.platform["hbm_mb"]))
     result.warnings += facts.warnings + hbm_warnings(result.hbm, checked)
