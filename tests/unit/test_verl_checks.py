@@ -1,11 +1,12 @@
 """`dapo-ops validate` on the composed configuration: an `extra_overrides` entry cannot bypass a check, verl's own
 start-up checks run offline, the ones that need torch/vLLM are reproduced, values out of range are refused; each
-mistake is one line naming the key, with exit 2."""
+mistake is one line naming the key, with exit 2. verl v0.7.0's DAPO NPU scripts, translated, validate."""
 
 import copy
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -17,8 +18,9 @@ from dapo_ops.job.spec import parse_spec
 from dapo_ops.job.verl_checks import registered_reward_managers
 from dapo_ops.job.verl_offline import run_verl_checks, verl_modules
 from tests.cli_runner import run_cli
-from tests.unit.test_job import INVENTORY, SEED, mutate, seed
+from tests.unit.test_job import DATA, INVENTORY, SEED, mutate, seed
 
+UPSTREAM = DATA / "jobs" / "upstream"
 AR = "actor_rollout_ref"
 
 
@@ -233,3 +235,27 @@ def test_verl_runs_offline_and_leaves_sys_modules_as_it_found_them():
 def test_plus_keys_stay_those_verl_reads():
     """verl v0.7.0's DAPO NPU scripts add only model.override_config keys (recipe/dapo/*npu*.sh)."""
     assert PLUS_ALLOWED == (f"+{AR}.model.override_config.",)
+
+
+# verl v0.7.0 recipe/dapo/*npu*.sh, translated: the inventory that gives each its nodes x NPUs
+UPSTREAM_JOBS = {
+    "dapo-qwen2.5-7b-npu.yaml": "two-nodes",                     # 1 x 16
+    "dapo-qwen2.5-32b-npu.yaml": "two-nodes",                    # 2 x 16
+    "dapo-qwen3-8b-base-npu.yaml": "two-a2-nodes",               # 1 x 8
+    "dapo-qwen3-14b-base-npu.yaml": "two-nodes",                 # 2 x 16
+    "dapo-qwen3-moe-30b-base-fsdp-npu.yaml": "eight-box16-nodes",  # 8 x 16
+}
+
+
+def test_every_upstream_npu_script_is_translated():
+    assert sorted(p.name for p in UPSTREAM.glob("*.yaml")) == sorted(UPSTREAM_JOBS)
+
+
+@pytest.mark.parametrize("job, inventory", UPSTREAM_JOBS.items(), ids=list(UPSTREAM_JOBS))
+def test_upstream_npu_scripts_validate(job, inventory):
+    env = dict(os.environ, WANDB_API_KEY="not-a-real-key")     # two of them log to wandb
+    result = run_cli("validate", str(UPSTREAM / job), "-i", str(DATA / "inventory" / inventory), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["errors"] == [], report["errors"]
+    assert Path(UPSTREAM / job).read_text().startswith("# verl v0.7.0 recipe/dapo/run_dapo_")
