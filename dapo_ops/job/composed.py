@@ -33,6 +33,11 @@ FIELDS = {
     "algorithm.ppo_mini_batch_size": f"{AR}.actor.ppo_mini_batch_size",
     "algorithm.loss_agg_mode": f"{AR}.actor.loss_agg_mode",
     "algorithm.lr": f"{AR}.actor.optim.lr",
+    "algorithm.overlong_buffer.enable": "reward_model.overlong_buffer.enable",   # verl < 0.7.1 (overrides.py)
+    "algorithm.overlong_buffer.len": "reward_model.overlong_buffer.len",
+    "algorithm.overlong_buffer.penalty_factor": "reward_model.overlong_buffer.penalty_factor",
+    "algorithm.filter_groups.enable": "algorithm.filter_groups.enable",
+    "algorithm.filter_groups.max_num_gen_batches": "algorithm.filter_groups.max_num_gen_batches",
     "actor.ulysses_sequence_parallel_size": f"{AR}.actor.ulysses_sequence_parallel_size",
     "actor.use_dynamic_bsz": f"{AR}.actor.use_dynamic_bsz",
     "actor.max_token_len_per_npu": f"{AR}.actor.ppo_max_token_len_per_gpu",

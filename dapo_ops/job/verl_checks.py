@@ -141,6 +141,9 @@ def spec_ports(folded: Folded) -> list[str]:
 def heads(p: Problems, facts: ModelFacts) -> None:
     sp, tp = p.number(f"{ACTOR}.ulysses_sequence_parallel_size"), p.number(f"{ROLLOUT}.tensor_model_parallel_size")
     h, kv, src = facts.attention_heads, facts.kv_heads, facts.source
+    if h <= 0 or kv <= 0:
+        p.add("model.architecture", f"has {h} attention heads and {kv} KV heads ({src}): both must be positive")
+        return
     if isinstance(sp, int) and sp > 0:
         if h % sp:
             p.add(f"{ACTOR}.ulysses_sequence_parallel_size", f"{sp}: 'num_attention_heads {h} must be divisible by "
@@ -160,6 +163,11 @@ def heads(p: Problems, facts: ModelFacts) -> None:
                   f"(vllm/model_executor/models/qwen3_moe.py Qwen3MoeAttention; heads: {src})")
 
 
+def _sequence(p: Problems) -> int:
+    """The longest sequence: data.max_prompt_length + max_response_length (0 where they are not numbers)."""
+    return sum(v for v in (p.number("data.max_prompt_length"), p.number("data.max_response_length")) if v)
+
+
 def scheduler(p: Problems) -> None:
     if read(p.composed, f"{ROLLOUT}.name") != "vllm":
         return
@@ -169,7 +177,7 @@ def scheduler(p: Problems) -> None:
     if tokens < seqs:
         p.add(f"{ROLLOUT}.max_num_batched_tokens", f"{tokens}: vLLM refuses it: 'max_num_batched_tokens ({tokens}) "
               f"must be greater than or equal to max_num_seqs ({seqs}).' (vllm/config/scheduler.py SchedulerConfig)")
-    sequence = (read(p.composed, "data.max_prompt_length") or 0) + (read(p.composed, "data.max_response_length") or 0)
+    sequence = _sequence(p)
     if read(p.composed, f"{ROLLOUT}.enable_chunked_prefill") is False and tokens < sequence:
         p.add(f"{ROLLOUT}.max_num_batched_tokens", f"{tokens} cannot hold one {sequence}-token sequence with "
               f"{ROLLOUT}.enable_chunked_prefill false: vLLM's scheduler 'reject[s] longer sequences' "
@@ -181,9 +189,11 @@ def fsdp_worker(p: Problems, world: int) -> None:
     """verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__ (normalisation) and create_device_mesh."""
     sp, mini, n = (p.number(k) for k in (f"{ACTOR}.ulysses_sequence_parallel_size", f"{ACTOR}.ppo_mini_batch_size",
                                          f"{ROLLOUT}.n"))
+    if world <= 0:
+        return
     if isinstance(sp, int) and sp > 0 and world % sp == 0 and isinstance(mini, int) and isinstance(n, int):
         normalized = mini * n // (world // sp)
-        micro = read(p.composed, f"{ACTOR}.ppo_micro_batch_size_per_gpu")
+        micro = p.number(f"{ACTOR}.ppo_micro_batch_size_per_gpu")
         if normalized <= 0:
             p.add(f"{ACTOR}.ppo_mini_batch_size", f"{mini}: 'ppo_mini_batch_size {normalized} should be larger than 0 "
                   f"after normalization' (x rollout.n {n} / {world // sp} data-parallel ranks; verl/workers/"
@@ -202,7 +212,7 @@ def fsdp_worker(p: Problems, world: int) -> None:
 def log_prob_budgets(p: Problems) -> None:
     """verl/utils/seqlen_balancing.py rearrange_micro_batches, for the ref's and the rollout's log-probs (x SP as
     verl/workers/actor/dp_actor.py compute_log_prob)."""
-    sequence = (read(p.composed, "data.max_prompt_length") or 0) + (read(p.composed, "data.max_response_length") or 0)
+    sequence = _sequence(p)
     actor_budget = read(p.composed, f"{ACTOR}.ppo_max_token_len_per_gpu")
     for section, sp_key in ((REF, f"{REF}.ulysses_sequence_parallel_size"),
                             (ROLLOUT, f"{ACTOR}.ulysses_sequence_parallel_size")):
@@ -231,11 +241,20 @@ def registered_reward_managers() -> set[str] | None:
 
 def recipe(p: Problems) -> None:
     strategy, critic = read(p.composed, f"{ACTOR}.strategy"), read(p.composed, "critic.strategy")
-    if strategy in ("fsdp", "fsdp2") and critic not in ("fsdp", "fsdp2") or strategy == "megatron" != critic:
+    if strategy not in ("fsdp", "fsdp2", "megatron"):
+        p.add(f"{ACTOR}.strategy", f"{strategy!r}: recipe/dapo/main_dapo.py TaskRunner.run raises NotImplementedError "
+              "for anything but fsdp, fsdp2 and megatron")
+    elif strategy in ("fsdp", "fsdp2") and critic not in ("fsdp", "fsdp2") or strategy == "megatron" != critic:
         p.add("critic.strategy", f"{critic!r} does not go with {ACTOR}.strategy {strategy!r}: recipe/dapo/main_dapo.py "
               "TaskRunner.run asserts it before building the workers")
+    rollout = read(p.composed, f"{ROLLOUT}.name")
+    if rollout not in ("vllm", "sglang"):
+        p.add(f"{ROLLOUT}.name", f"{rollout!r}: 'Unknown rollout mode: {rollout}. Available: ['vllm', 'sglang']' "
+              "(verl/workers/rollout/replica.py RolloutReplicaRegistry.get)")
+    elif rollout != "vllm":
+        p.add(f"{ROLLOUT}.name", f"{rollout!r}: the stack installs vLLM and vllm-ascend only (stack/manifest.yml)")
     names, manager = registered_reward_managers(), read(p.composed, "reward_manager.name")
-    if names and read(p.composed, "reward_manager.source") == "register" and manager not in names:
+    if names and read(p.composed, "reward_manager.source") == "register" and str(manager) not in names:
         p.add("reward_manager.name", f"{manager!r}: 'Reward manager is not registered' (verl/trainer/config/config.py "
               f"RewardManagerConfig.__post_init__; registered: {', '.join(sorted(names))})")
     buffer = read(p.composed, "reward_model.overlong_buffer.len")
@@ -254,10 +273,19 @@ def recipe(p: Problems) -> None:
 
 def loggers(p: Problems, supported: list[str] | None) -> None:
     names = read(p.composed, "trainer.logger")
-    for name in [names] if isinstance(names, str) else names or []:
+    for name in [names] if isinstance(names, str) else names if isinstance(names, list) else []:
         if supported is not None and name != "tracking" and name not in supported:
             p.add("trainer.logger", f"has {name!r}: verl's Tracking asserts '{name} is not supported' (verl/utils/"
                   f"tracking.py; supported: {', '.join(supported)})")
+
+
+def paths(p: Problems) -> None:
+    """The spec's paths must be absolute on the nodes (dapo_ops/job/spec.py check_strings); so must an override's."""
+    for key in (f"{AR}.model.path", "data.train_files", "data.val_files", "trainer.default_local_dir"):
+        value = read(p.composed, key)
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) and v.startswith("/") for v in values):
+            p.add(key, f"{value!r} must be an absolute path on the nodes")
 
 
 def verl_checks(folded: Folded, composed: dict, facts: ModelFacts) -> list[str]:
@@ -266,7 +294,7 @@ def verl_checks(folded: Folded, composed: dict, facts: ModelFacts) -> list[str]:
     p = Problems(folded, composed, verl_problems)
     world = folded.spec.cluster.nodes * (folded.spec.cluster.npus_per_node or 0)
     heads(p, facts)
-    for check in (scheduler, log_prob_budgets, recipe, ranges):
+    for check in (scheduler, log_prob_budgets, recipe, ranges, paths):
         check(p)
     fsdp_worker(p, world)
     loggers(p, supported)

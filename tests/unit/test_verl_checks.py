@@ -62,6 +62,12 @@ OVERRIDES_CHECKED = [
      f"{AR}.rollout.mode 'sync' was removed"),
     ("wandb through extra_overrides without its key", extra("trainer.logger=[console,wandb]"),
      "WANDB_API_KEY is not set"),
+    ("a logger that is a number", extra("trainer.logger=7"), "trainer.logger: expected a list of strings, got 7"),
+    ("no nodes", extra("trainer.nnodes=0"), "trainer.nnodes is overridden to 0 but the job is placed on 2 node(s)"),
+    ("an overlong buffer of banana", extra("reward_model.overlong_buffer.len=banana"),
+     "reward_model.overlong_buffer.len: expected a whole number, got 'banana'"),
+    ("a relative model path through extra_overrides", extra(f"{AR}.model.path=models/qwen"),
+     f"{AR}.model.path 'models/qwen' must be an absolute path on the nodes"),
 ]
 VERL_OWN = [
     ("unknown loss_agg_mode", mutate("algorithm.loss_agg_mode", "bogus"),
@@ -118,6 +124,10 @@ REPRODUCED = [
     ("reference log-prob budget below one sequence", extra(f"{AR}.ref.log_prob_max_token_len_per_gpu=1024"),
      f"{AR}.ref.log_prob_max_token_len_per_gpu 1024 x SP 8 cannot hold one 22528-token sequence"),
     ("critic strategy", extra("critic.strategy=megatron"), "recipe/dapo/main_dapo.py TaskRunner.run asserts it"),
+    ("unknown actor strategy", extra(f"{AR}.actor.strategy=deepspeed"),
+     f"{AR}.actor.strategy 'deepspeed': recipe/dapo/main_dapo.py TaskRunner.run raises NotImplementedError"),
+    ("unknown rollout engine", mutate("rollout.name", "banana"), "'Unknown rollout mode: banana. Available:"),
+    ("SGLang rollout", mutate("rollout.name", "sglang"), "the stack installs vLLM and vllm-ascend only"),
     ("unregistered reward manager", extra("reward_model.reward_manager=dapoo"),
      "reward_manager.name 'dapoo': 'Reward manager is not registered'"),
     ("overlong buffer longer than the response", mutate("algorithm.overlong_buffer.len", 30000),
