@@ -30,13 +30,16 @@ message quoted in each problem):
   chunked prefill it must hold a whole prompt. vLLM's own rule compares with max_model_len (verl sets it to the
   model's max_position_embeddings, verl/workers/rollout/vllm_rollout/vllm_async_server.py), but vLLM 0.11's V1 engine
   turns chunked prefill on for generation models (vllm/engine/arg_utils.py EngineArgs._set_default_args: "V1 always
-  uses chunked prefills"), which is why verl's own Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks
-  for one whole sequence (data.max_prompt_length + max_response_length);
+  uses chunked prefills"; read in later and earlier vLLM sources, no v0.11.0 checkout here), which is why verl's own
+  Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks for one whole sequence (data.max_prompt_length +
+  max_response_length);
 - verl/workers/fsdp_workers.py: the mini-batch normalised per data-parallel rank > 0 and divisible by the micro-batch
   (ActorRolloutRefWorker.__init__), an FSDP size that divides the world (create_device_mesh);
 - verl/utils/seqlen_balancing.py rearrange_micro_batches: the ref's and rollout's log-prob token budgets x SP hold
   one sequence (the actor's is dapo-ops' own check in validate.py);
-- recipe/dapo/main_dapo.py TaskRunner.run: the critic's strategy matches the actor's;
+- recipe/dapo/main_dapo.py TaskRunner.run: an actor strategy it builds workers for, the critic's matching it;
+- verl/workers/rollout/replica.py RolloutReplicaRegistry.get: a registered rollout engine (and vLLM: the only one
+  the stack installs, stack/manifest.yml);
 - verl/trainer/config/config.py RewardManagerConfig.__post_init__: a registered reward manager (the names read from
   the @register(...) decorators of verl/workers/reward_manager/*.py in the installed verl);
 - verl/workers/reward_manager/dapo.py DAPORewardManager: data.max_response_length >= overlong_buffer.len;
@@ -46,7 +49,8 @@ message quoted in each problem):
 dapo-ops' own ranges (verl takes these values as they are): optim.lr > 0, weight_decay >= 0, grad_clip > 0; vLLM's
 (vllm/config/cache.py CacheConfig: 0 < gpu_memory_utilization <= 1; vllm/sampling_params.py SamplingParams
 _verify_args: temperature >= 0, 0 < top_p <= 1, top_k >= -1) with the training temperature > 0 (verl/workers/actor/
-dp_actor.py divides the logits by it); every port 1..65535 (the spec's Ray ports, any composed `port`/`*_port`).
+dp_actor.py divides the logits by it); every port 1..65535 (the spec's Ray ports, any composed `port`/`*_port`);
+the model, data and checkpoint paths absolute on the nodes (as dapo_ops/job/spec.py check_strings asks of the spec).
 The arithmetic on the spec's own fields (world size, SP, TP, batches, lengths) stays in validate.py `arithmetic`, which
 reads the folded spec (dapo_ops/job/composed.py): the same values at verl's keys.
 """
