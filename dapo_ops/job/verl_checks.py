@@ -30,9 +30,9 @@ message quoted in each problem):
   chunked prefill it must hold a whole prompt. vLLM's own rule compares with max_model_len (verl sets it to the
   model's max_position_embeddings, verl/workers/rollout/vllm_rollout/vllm_async_server.py), but vLLM 0.11's V1 engine
   turns chunked prefill on for generation models (vllm/engine/arg_utils.py EngineArgs._set_default_args: "V1 always
-  uses chunked prefills"; read in later and earlier vLLM sources, no v0.11.0 checkout here), which is why verl's own
-  Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks for one whole sequence (data.max_prompt_length +
-  max_response_length);
+  uses chunked prefills": seen in v0.9.1's code and a third party's reading of v0.11.0's, no v0.11.0 checkout here),
+  which is why verl's own Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks for one whole sequence
+  (data.max_prompt_length + max_response_length);
 - verl/workers/fsdp_workers.py: the mini-batch normalised per data-parallel rank > 0 and divisible by the micro-batch
   (ActorRolloutRefWorker.__init__), an FSDP size that divides the world (create_device_mesh);
 - verl/utils/seqlen_balancing.py rearrange_micro_batches: the ref's and rollout's log-prob token budgets x SP hold
