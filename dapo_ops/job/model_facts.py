@@ -42,7 +42,8 @@ def _hf(name: str) -> str:
 
 
 # The values of each model's config.json on Hugging Face (num_attention_heads, num_key_value_heads, hidden_size,
-# max_position_embeddings): the seed job's model and the models of verl v0.7.0's recipe/dapo/*npu*.sh.
+# max_position_embeddings): the seed job's model and the models of verl's DAPO NPU scripts (verl v0.7.0
+# recipe/dapo/run_dapo_qwen3_8b_base_npu.sh and its siblings).
 KNOWN = {
     "Qwen3-30B-A3B": Known(32, 4, 2048, 40960, _hf("Qwen3-30B-A3B")),
     "Qwen3-30B-A3B-Base": Known(32, 4, 2048, 32768, _hf("Qwen3-30B-A3B-Base")),

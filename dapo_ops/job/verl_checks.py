@@ -3,10 +3,10 @@
 is one line naming the key. Where a spec field wrote the key, "(from <field>)" follows it.
 
 Run from verl's own code (the installed wheel, imported without torch: dapo_ops/job/verl_offline.py):
-- verl/utils/config.py validate_config (verl's main_ppo start-up check; the DAPO recipe's main_dapo.py does not call
-  it at v0.7.0): with dynamic batch size off, train_batch_size x rollout.n divisible by the NPUs and the ref's and
-  rollout's log-prob micro-batch set once; rollout.temperature > 0 when val_kwargs.do_sample; the LoRA rank <= 512
-  for vLLM; the critic when verl would build one (verl/trainer/ppo/utils.py need_critic);
+- verl/utils/config.py validate_config (verl's main_ppo start-up check; the DAPO recipe does not call it: verl
+  v0.7.0 recipe/dapo/main_dapo.py): with dynamic batch size off, train_batch_size x rollout.n divisible by the NPUs
+  and the ref's and rollout's log-prob micro-batch set once; rollout.temperature > 0 when val_kwargs.do_sample; the
+  LoRA rank <= 512 for vLLM; the critic when verl would build one (verl/trainer/ppo/utils.py need_critic);
 - verl/workers/config/actor.py ActorConfig/FSDPActorConfig __post_init__ and validate (through validate_config):
   loss_agg_mode one of verl's, a micro-batch size with dynamic batch size off (not both spellings), train batch >=
   mini-batch and micro-batch arithmetic with dynamic batch size off, use_remove_padding with Ulysses SP, the router
@@ -28,11 +28,11 @@ message quoted in each problem):
   models (vllm/model_executor/models/qwen3_moe.py Qwen3MoeAttention: KV heads % TP == 0, or TP % KV heads == 0);
 - vLLM's scheduler (vllm/config/scheduler.py SchedulerConfig): max_num_batched_tokens >= max_num_seqs; without
   chunked prefill it must hold a whole prompt. vLLM's own rule compares with max_model_len (verl sets it to the
-  model's max_position_embeddings, verl/workers/rollout/vllm_rollout/vllm_async_server.py), but vLLM 0.11's V1 engine
-  turns chunked prefill on for generation models (vllm/engine/arg_utils.py EngineArgs._set_default_args: "V1 always
-  uses chunked prefills": seen in v0.9.1's code and a third party's reading of v0.11.0's, no v0.11.0 checkout here),
-  which is why verl's own Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks for one whole sequence
-  (data.max_prompt_length + max_response_length);
+  model's max_position_embeddings, verl/workers/rollout/vllm_rollout/vllm_async_server.py), but the pinned vLLM's V1
+  engine turns chunked prefill on for generation models (vllm/engine/arg_utils.py EngineArgs._set_default_args: "V1
+  always uses chunked prefills"; seen in vLLM v0.9.1's code and in a third party's reading of the pinned vLLM's, not
+  in a checkout here), which is why verl's own Qwen3-8B/14B NPU scripts run with 22528 < 32768: dapo-ops asks for one
+  whole sequence (data.max_prompt_length + max_response_length);
 - verl/workers/fsdp_workers.py: the mini-batch normalised per data-parallel rank > 0 and divisible by the micro-batch
   (ActorRolloutRefWorker.__init__), an FSDP size that divides the world (create_device_mesh);
 - verl/utils/seqlen_balancing.py rearrange_micro_batches: the ref's and rollout's log-prob token budgets x SP hold

@@ -8,7 +8,7 @@ __init__s and for verl/workers/config/model.py (HFModelConfig is only a type ann
 model config itself needs the model and a tokenizer); sys.modules is restored afterwards. What runs is verl's code:
 
 - verl/utils/config.py validate_config: the start-up check of verl's main_ppo (verl/trainer/main_ppo.py); the DAPO
-  recipe (recipe/dapo/main_dapo.py at v0.7.0) does not call it, but each of its checks guards something the DAPO run
+  recipe (verl v0.7.0 recipe/dapo/main_dapo.py) does not call it, but each of its checks guards something the DAPO run
   meets after the NPUs are allocated. It instantiates the actor's config (ActorConfig/FSDPActorConfig __post_init__
   and validate, with the optimizer's, the FSDP engine's, the checkpoint's and the profiler's __post_init__s).
 - the rollout's config: omega_conf_to_dataclass(rollout) -> RolloutConfig.__post_init__ (and its sampling, trace,
