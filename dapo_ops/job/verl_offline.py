@@ -162,21 +162,28 @@ def use_reference_policy(composed: dict) -> bool:
     return bool(read(composed, "algorithm.use_kl_in_reward") or read(composed, f"{AR}.actor.use_kl_loss"))
 
 
+def _checks(verl: types.SimpleNamespace, composed: dict) -> list[str]:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(composed)
+    to_dataclass = verl.config.omega_conf_to_dataclass
+    problems = _run(lambda: verl.config.validate_config(cfg, use_reference_policy=use_reference_policy(composed),
+                                                        use_critic=use_critic(composed)), f"{AR}.actor", composed)
+    for section in (f"{AR}.rollout", f"{AR}.ref.fsdp_config"):
+        problems += _run(lambda: to_dataclass(OmegaConf.select(cfg, section)), section, composed)
+    profiler = f"{AR}.actor.profiler"
+    problems += _run(lambda: to_dataclass(OmegaConf.select(cfg, profiler) or {}, verl.profiler.ProfilerConfig),
+                     profiler, composed)
+    return list(dict.fromkeys(problems))
+
+
 def run_verl_checks(composed: dict) -> tuple[list[str], list[str] | None]:
     """verl's own checks on the composed configuration: the problems, and the logger names verl's Tracking accepts
     (verl/utils/tracking.py Tracking.supported_backend; None when verl is not installed)."""
-    from omegaconf import OmegaConf
-
-    with verl_modules() as verl:
-        if verl is None:
-            return [], None
-        cfg = OmegaConf.create(composed)
-        to_dataclass = verl.config.omega_conf_to_dataclass
-        problems = _run(lambda: verl.config.validate_config(cfg, use_reference_policy=use_reference_policy(composed),
-                                                            use_critic=use_critic(composed)), f"{AR}.actor", composed)
-        for section in (f"{AR}.rollout", f"{AR}.ref.fsdp_config"):
-            problems += _run(lambda: to_dataclass(OmegaConf.select(cfg, section)), section, composed)
-        profiler = f"{AR}.actor.profiler"
-        problems += _run(lambda: to_dataclass(OmegaConf.select(cfg, profiler) or {}, verl.profiler.ProfilerConfig),
-                         profiler, composed)
-        return list(dict.fromkeys(problems)), list(verl.tracking.Tracking.supported_backend)
+    try:
+        with verl_modules() as verl:
+            if verl is None:
+                return [], None
+            return _checks(verl, composed), list(verl.tracking.Tracking.supported_backend)
+    except (ImportError, AttributeError) as exc:   # a verl whose config modules import differently
+        return [f"verl's own checks cannot run offline from the installed verl ({verl_root()}): {exc}"], None

@@ -242,6 +242,16 @@ def test_verl_runs_offline_and_leaves_sys_modules_as_it_found_them():
     assert supported and problems and all("\n" not in p for p in problems)   # an empty config: verl refuses it
 
 
+def test_a_verl_that_imports_differently_is_one_problem_not_a_crash(monkeypatch):
+    import dapo_ops.job.verl_offline as offline
+
+    before = {k for k in sys.modules if k == "verl" or k.startswith("verl.")}
+    monkeypatch.setattr(offline, "WORKER_CONFIGS", (*offline.WORKER_CONFIGS, "no_such_module"))
+    problems, supported = run_verl_checks({})
+    assert supported is None and len(problems) == 1 and "cannot run offline from the installed verl" in problems[0]
+    assert {k for k in sys.modules if k == "verl" or k.startswith("verl.")} == before
+
+
 def test_plus_keys_stay_those_verl_reads():
     """verl v0.7.0's DAPO NPU scripts add only model.override_config keys (recipe/dapo/*npu*.sh)."""
     assert PLUS_ALLOWED == (f"+{AR}.model.override_config.",)
