@@ -44,6 +44,9 @@ FULL_KEY = re.compile(r"full_key: (\S+)")
 
 
 def verl_root() -> Path | None:
+    module = sys.modules.get("verl")
+    if module is not None and module.__spec__ is None:   # the stand-in of verl_modules()
+        return Path(module.__path__[0])
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -97,14 +100,23 @@ def verl_modules() -> Iterator[types.SimpleNamespace | None]:
 
 def _causes(exc: BaseException) -> list[BaseException]:
     chain = [exc]
-    while chain[-1].__cause__ is not None or (chain[-1].__context__ is not None and not chain[-1].__suppress_context__):
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    while len(chain) < 16:
+        last = chain[-1]
+        nxt = last.__cause__ or (None if last.__suppress_context__ else last.__context__)
+        if nxt is None or nxt in chain:
+            break
+        chain.append(nxt)
     return chain
 
 
-def _verl_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/verl/" in f.filename.replace("\\", "/")]
-    return frames[-1] if frames else None
+def _verl_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
+    """The last frame of the traceback in verl's own files, and that file as verl/<path>."""
+    root = verl_root()
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = Path(frame.filename)
+        if root is not None and path.is_relative_to(root):
+            return frame, (Path("verl") / path.relative_to(root)).as_posix()
+    return None
 
 
 def _key(section: str, line: str, message: str, composed: dict) -> str:
@@ -131,13 +143,11 @@ def describe(exc: BaseException, section: str, composed: dict) -> str:
     for link in chain:
         found = FULL_KEY.findall(str(link))
         section = found[-1] if found and read(composed, found[-1], None) is not None else section
-    frame = _verl_frame(root)
+    found_frame = _verl_frame(root)
+    frame, path = found_frame if found_frame else (None, "")
     line = (frame.line or "") if frame else ""
     message = " ".join(str(root).split()) or (f"{line.strip()} failed" if line else type(root).__name__)
-    where = ""
-    if frame is not None:
-        path = frame.filename.replace("\\", "/")
-        where = f" ({path[path.rindex('/verl/') + 1:]}:{frame.lineno} {frame.name}, verl's own check run offline)"
+    where = f" ({path}:{frame.lineno} {frame.name}, verl's own check run offline)" if frame else ""
     return f"{_key(section, line, message, composed)}: {message}{where}"
 
 
