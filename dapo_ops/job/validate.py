@@ -6,21 +6,27 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import importlib.util
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 
+from dapo_ops.job.composed import Folded, fold
+from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
 from dapo_ops.job.placement import world_size
 from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.job.verl_checks import verl_checks
 from dapo_ops.manifest import StackManifest
 
 PROJECT_RECIPE = Path(__file__).parent / "recipe"
 GIB = 2**30
+HBM_KEYS = ("hbm_gib", "actor_gib", "reference_gib", "rollout_budget_gib", "rollout_weights_gib",
+            "rollout_kv_capacity_tokens", "rollout_full_sequences")
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ def _explain(message: str, base: dict) -> str:
     return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
 
 
-def _not_positive(spec: JobSpec) -> list[str]:
+def _not_positive(spec: JobSpec, n) -> list[str]:
     c, d, a, act, r = spec.cluster, spec.data, spec.algorithm, spec.actor, spec.rollout
     positive = {"cluster.nodes": c.nodes, "cluster.npus_per_node": c.npus_per_node,
                 "actor.ulysses_sequence_parallel_size": act.ulysses_sequence_parallel_size,
@@ -139,75 +145,79 @@ def _not_positive(spec: JobSpec) -> list[str]:
                 "algorithm.ppo_mini_batch_size": a.ppo_mini_batch_size, "algorithm.n_responses": a.n_responses,
                 "data.max_prompt_length": d.max_prompt_length, "data.max_response_length": d.max_response_length,
                 "actor.max_token_len_per_npu": act.max_token_len_per_npu}
-    return [f"{k} must be a positive number" for k, v in positive.items() if v <= 0]
+    return [f"{n(k)} must be a positive number" for k, v in positive.items() if v <= 0]
 
 
-def _parallelism(spec: JobSpec, world: int) -> list[str]:
+def _parallelism(spec: JobSpec, world: int, n) -> list[str]:
     c, sp, tp = spec.cluster, spec.actor.ulysses_sequence_parallel_size, spec.rollout.tensor_parallel_size
     errors = []
     if world % sp:
-        errors.append(f"actor.ulysses_sequence_parallel_size {sp} does not divide the world size {world} "
+        errors.append(f"{n('actor.ulysses_sequence_parallel_size')} {sp} does not divide the world size {world} "
                       f"({c.nodes} x {c.npus_per_node})")
     if world % tp:
-        errors.append(f"rollout.tensor_parallel_size {tp} does not divide the world size {world}")
+        errors.append(f"{n('rollout.tensor_parallel_size')} {tp} does not divide the world size {world}")
     if c.npus_per_node % tp:
-        errors.append(f"rollout.tensor_parallel_size {tp} does not divide cluster.npus_per_node {c.npus_per_node} "
-                      "(a vLLM TP group must stay inside a node)")
+        errors.append(f"{n('rollout.tensor_parallel_size')} {tp} does not divide {n('cluster.npus_per_node')} "
+                      f"{c.npus_per_node} (a vLLM TP group must stay inside a node)")
     return errors
 
 
-def _batches(spec: JobSpec, world: int) -> list[str]:
+def _batches(spec: JobSpec, world: int, n) -> list[str]:
     d, a, sp = spec.data, spec.algorithm, spec.actor.ulysses_sequence_parallel_size
+    gen, train, mini = n("data.gen_batch_size"), n("data.train_batch_size"), n("algorithm.ppo_mini_batch_size")
     errors = []
     if d.gen_batch_size < d.train_batch_size:
-        errors.append(f"data.gen_batch_size {d.gen_batch_size} is smaller than data.train_batch_size "
-                      f"{d.train_batch_size}: DAPO generates at least one training batch of prompts per round")
+        errors.append(f"{gen} {d.gen_batch_size} is smaller than {train} {d.train_batch_size}: DAPO generates at "
+                      "least one training batch of prompts per round")
     if d.train_batch_size < a.ppo_mini_batch_size:
-        errors.append(f"algorithm.ppo_mini_batch_size {a.ppo_mini_batch_size} is larger than data.train_batch_size "
-                      f"{d.train_batch_size}")
+        errors.append(f"{mini} {a.ppo_mini_batch_size} is larger than {train} {d.train_batch_size}")
     elif d.train_batch_size % a.ppo_mini_batch_size:
-        errors.append(f"data.train_batch_size {d.train_batch_size} is not a multiple of algorithm.ppo_mini_batch_size "
-                      f"{a.ppo_mini_batch_size}")
+        errors.append(f"{train} {d.train_batch_size} is not a multiple of {mini} {a.ppo_mini_batch_size}")
     dp = world // sp if world % sp == 0 else None
     if dp and (a.ppo_mini_batch_size * a.n_responses) % dp:
-        errors.append(f"algorithm.ppo_mini_batch_size x n_responses = {a.ppo_mini_batch_size * a.n_responses} does "
-                      f"not split over the {dp} data-parallel ranks (world {world} / SP {sp}), as verl requires")
+        errors.append(f"{mini} x {n('algorithm.n_responses')} = {a.ppo_mini_batch_size * a.n_responses} does not "
+                      f"split over the {dp} data-parallel ranks (world {world} / SP {sp}), as verl requires")
     return errors
 
 
-def _lengths(spec: JobSpec) -> list[str]:
+def _lengths(spec: JobSpec, n) -> list[str]:
     d, act, sp = spec.data, spec.actor, spec.actor.ulysses_sequence_parallel_size
     errors = []
     if sp > 1 and not spec.model.use_remove_padding:
-        errors.append("actor.ulysses_sequence_parallel_size > 1 needs model.use_remove_padding: true")
+        errors.append(f"{n('actor.ulysses_sequence_parallel_size')} > 1 needs {n('model.use_remove_padding')}: true")
     total = d.max_prompt_length + d.max_response_length
     if total > spec.model.architecture.max_position_embeddings:
-        errors.append(f"data.max_prompt_length + max_response_length = {total} exceeds the model's "
+        errors.append(f"{n('data.max_prompt_length')} + {n('data.max_response_length')} = {total} exceeds the model's "
                       f"max_position_embeddings {spec.model.architecture.max_position_embeddings}")
+    budget = n("actor.max_token_len_per_npu")
     if act.use_dynamic_bsz and act.max_token_len_per_npu * sp < total:
-        errors.append(f"actor.max_token_len_per_npu x SP = {act.max_token_len_per_npu * sp} cannot hold one "
-                      f"{total}-token sequence: raise actor.max_token_len_per_npu to >= {-(-total // sp)}")
+        errors.append(f"{budget} x SP = {act.max_token_len_per_npu * sp} cannot hold one {total}-token sequence: "
+                      f"raise {budget} to >= {-(-total // sp)}")
     return errors
 
 
-def _pinned_verl(spec: JobSpec, manifest: StackManifest) -> list[str]:
+def _pinned_verl(spec: JobSpec, manifest: StackManifest, n) -> list[str]:
     verl = manifest.source("verl")
     removed_in = str(verl.extra["rules"]["rollout_sync_removed_in"])
     if spec.rollout.mode == "sync" and Version(verl.version) >= Version(removed_in):
-        return [f"rollout.mode 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): use "
-                "'async'"]
+        return [f"{n('rollout.mode')} 'sync' was removed in verl {removed_in} (the pinned verl is {verl.version}): "
+                "use 'async'"]
     return []
 
 
-def arithmetic(spec: JobSpec, manifest: StackManifest) -> list[str]:
+def arithmetic(spec: JobSpec, manifest: StackManifest, names: dict[str, str] | None = None) -> list[str]:
     """What verl does not check before the NPUs are allocated. `spec` is placed on the inventory (placement.place):
-    its nodes and NPUs per node are the ones the job will get."""
-    not_positive = _not_positive(spec)
+    its nodes and NPUs per node are the ones the job will get. `validate` passes the spec folded with the composed
+    configuration (composed.fold) and `names`: the verl key of each field an override changed, for the messages."""
+    def n(path: str) -> str:
+        return (names or {}).get(path, path)
+
+    not_positive = _not_positive(spec, n)
     if not_positive:
         return not_positive
     world = world_size(spec)
-    return (_parallelism(spec, world) + _batches(spec, world) + _lengths(spec) + _pinned_verl(spec, manifest)
-            + missing_secrets(spec))
+    return (_parallelism(spec, world, n) + _batches(spec, world, n) + _lengths(spec, n)
+            + _pinned_verl(spec, manifest, n) + missing_secrets(spec))
 
 
 def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
@@ -264,15 +274,30 @@ def hbm_warnings(est: dict[str, float], spec: JobSpec) -> list[str]:
     return warnings
 
 
+def _hbm(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
+    """The estimate, or NaNs where a size the arithmetic refuses (a TP size of 0...) leaves nothing to divide by."""
+    try:
+        return hbm_estimate(spec, hbm_mb)
+    except ZeroDivisionError:
+        return dict.fromkeys(HBM_KEYS, math.nan)
+
+
 def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
-    """Every check on a job placed on the inventory (placement.place)."""
+    """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
+    configuration's (composed.fold) with the model's facts (model_facts), then verl's own checks run offline and the
+    ones reproduced from verl and vLLM (verl_checks). Without a composed configuration, the spec's own values."""
     result = Validation()
-    result.errors += arithmetic(spec, manifest)
     try:
         result.composed = compose(sources, overrides(spec, manifest))
     except SpecError as exc:
-        result.errors.insert(0, str(exc))
+        result.errors.append(str(exc))
+    folded = fold(spec, result.composed) if result.composed is not None else Folded(spec)
+    facts = model_facts(folded.spec, result.composed)
+    checked = with_facts(folded.spec, facts)
+    result.errors += folded.problems + arithmetic(checked, manifest, folded.names)
+    if result.composed is not None:
+        result.errors += verl_checks(folded, result.composed, facts)
     result.errors += env_problems(spec, result.composed)
-    result.hbm = hbm_estimate(spec, int(manifest.platform["hbm_mb"]))
-    result.warnings += hbm_warnings(result.hbm, spec)
+    result.hbm = _hbm(checked, int(manifest.platform["hbm_mb"]))
+    result.warnings += facts.warnings + hbm_warnings(result.hbm, checked)
     return result

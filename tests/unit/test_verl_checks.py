@@ -1,0 +1,281 @@
+"""`dapo-ops validate` on the composed configuration: an `extra_overrides` entry cannot bypass a check, verl's own
+start-up checks run offline, the ones that need torch/vLLM are reproduced, values out of range are refused; each
+mistake is one line naming the key, with exit 2. verl v0.7.0's DAPO NPU scripts, translated, validate."""
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dapo_ops.job.composed import fold
+from dapo_ops.job.model_facts import KNOWN
+from dapo_ops.job.overrides import PLUS_ALLOWED
+from dapo_ops.job.spec import parse_spec
+from dapo_ops.job.verl_checks import registered_reward_managers
+from dapo_ops.job.verl_offline import run_verl_checks, verl_modules
+from tests.cli_runner import run_cli
+from tests.unit.test_job import DATA, INVENTORY, SEED, mutate, seed
+
+UPSTREAM = DATA / "jobs" / "upstream"
+AR = "actor_rollout_ref"
+
+
+def extra(*overrides):
+    return mutate("extra_overrides", list(overrides))
+
+
+def both(*changes):
+    def apply(data):
+        for change in changes:
+            data = change(data)
+        return data
+    return apply
+
+
+def validate(tmp_path, data, inventory=INVENTORY, env=None):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(data))
+    result = run_cli("validate", str(job), "-i", str(inventory), "--json", env=env)
+    report = json.loads(result.stdout) if result.stdout.startswith("{") else None
+    return result, report
+
+
+# (label, the one spec mutation, the message's first line holds this)
+OVERRIDES_CHECKED = [
+    ("TP 3 through extra_overrides", extra(f"{AR}.rollout.tensor_model_parallel_size=3"),
+     f"{AR}.rollout.tensor_model_parallel_size 3 does not divide the world size 32"),
+    ("a mini-batch of banana", extra(f"{AR}.actor.ppo_mini_batch_size=banana"),
+     f"{AR}.actor.ppo_mini_batch_size: expected a whole number, got 'banana'"),
+    ("mini-batch larger than the train batch through extra_overrides", extra(f"{AR}.actor.ppo_mini_batch_size=1024"),
+     f"{AR}.actor.ppo_mini_batch_size 1024 is larger than data.train_batch_size 512"),
+    ("SP 7 through extra_overrides", extra(f"{AR}.actor.ulysses_sequence_parallel_size=7"),
+     f"{AR}.actor.ulysses_sequence_parallel_size 7 does not divide the world size 32"),
+    ("token budget below one sequence through extra_overrides", extra(f"{AR}.actor.ppo_max_token_len_per_gpu=1024"),
+     f"{AR}.actor.ppo_max_token_len_per_gpu x SP = 8192 cannot hold one 22528-token sequence"),
+    ("more nodes than placed", extra("trainer.nnodes=3"),
+     "trainer.nnodes is overridden to 3 but the job is placed on 2 node(s) of the inventory"),
+    ("sync rollout through extra_overrides", extra(f"{AR}.rollout.mode=sync"),
+     f"{AR}.rollout.mode 'sync' was removed"),
+    ("wandb through extra_overrides without its key", extra("trainer.logger=[console,wandb]"),
+     "WANDB_API_KEY is not set"),
+    ("a logger that is a number", extra("trainer.logger=7"), "trainer.logger: expected a list of strings, got 7"),
+    ("no nodes", extra("trainer.nnodes=0"), "trainer.nnodes is overridden to 0 but the job is placed on 2 node(s)"),
+    ("an overlong buffer of banana", extra("reward_model.overlong_buffer.len=banana"),
+     "reward_model.overlong_buffer.len: expected a whole number, got 'banana'"),
+    ("a relative model path through extra_overrides", extra(f"{AR}.model.path=models/qwen"),
+     f"{AR}.model.path 'models/qwen' must be an absolute path on the nodes"),
+]
+VERL_OWN = [
+    ("unknown loss_agg_mode", mutate("algorithm.loss_agg_mode", "bogus"),
+     f"{AR}.actor.loss_agg_mode: Invalid loss_agg_mode: bogus (verl/workers/config/actor.py"),
+    ("temperature 0 with do_sample", mutate("rollout.temperature", 0),
+     f"{AR}.rollout.temperature: validation gen temperature should be greater than 0 when enabling do_sample "
+     "(verl/utils/config.py"),
+    ("no micro-batch size with dynamic batch size off", mutate("actor.use_dynamic_bsz", False),
+     "Please set at least one of 'actor.ppo_micro_batch_size' or 'actor.ppo_micro_batch_size_per_gpu' if "
+     "use_dynamic_bsz is not enabled."),
+    ("both micro-batch spellings", both(mutate("actor.use_dynamic_bsz", False),
+                                        extra(f"{AR}.actor.ppo_micro_batch_size=32",
+                                              f"{AR}.actor.ppo_micro_batch_size_per_gpu=1")),
+     "You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'"),
+    ("unknown lr scheduler", extra(f"{AR}.actor.optim.lr_scheduler_type=linear"),
+     f"{AR}.actor.optim.lr_scheduler_type: assert self.lr_scheduler_type in"),
+    ("unknown router replay mode", extra(f"{AR}.actor.router_replay.mode=R9"),
+     f"{AR}.actor.router_replay.mode: Invalid router_replay mode: R9"),
+    ("pipeline parallel vLLM", extra(f"{AR}.rollout.pipeline_model_parallel_size=2"),
+     f"{AR}.rollout.pipeline_model_parallel_size: Current rollout self.name='vllm' not implemented"),
+    ("expert parallel size not TP x DP", extra(f"{AR}.rollout.expert_parallel_size=4"),
+     f"{AR}.rollout.expert_parallel_size: expert_parallel_size must be equal to tensor_model_parallel_size"),
+    ("reference FSDP strategy", extra(f"{AR}.ref.fsdp_config.strategy=ddp"),
+     f"{AR}.ref.fsdp_config.strategy: strategy ddp not supported (verl/workers/config/engine.py"),
+    ("misspelled logger", mutate("trainer.loggers", ["console", "tensorbord"]),
+     "trainer.logger (from trainer.loggers) has 'tensorbord': verl's Tracking asserts 'tensorbord is not supported'"),
+]
+REPRODUCED = [
+    ("heads vs Ulysses SP", both(mutate("model.architecture.attention_heads", 40),
+                                 mutate("actor.ulysses_sequence_parallel_size", 16)),
+     "'num_attention_heads 40 must be divisible by ulysses_sp_size 16' (verl/models/transformers/monkey_patch.py"),
+    ("KV heads vs Ulysses SP", both(mutate("model.architecture.kv_heads", 6),
+                                    mutate("actor.ulysses_sequence_parallel_size", 16)),
+     "'num_key_value_heads 6 must be divisible by ulysses_sp_size 16 or vise versa'"),
+    ("heads vs vLLM TP", both(mutate("model.architecture.attention_heads", 28),
+                              mutate("actor.ulysses_sequence_parallel_size", 4),
+                              mutate("rollout.tensor_parallel_size", 8)),
+     "'Total number of attention heads (28) must be divisible by tensor parallel size (8).'"),
+    ("KV heads vs vLLM TP", both(mutate("model.architecture.kv_heads", 6),
+                                 mutate("actor.ulysses_sequence_parallel_size", 2),
+                                 mutate("rollout.tensor_parallel_size", 4)),
+     "6 KV heads split over neither 4 NPUs nor whole copies"),
+    ("max_num_batched_tokens below one sequence without chunked prefill",
+     both(mutate("rollout.enable_chunked_prefill", False), extra(f"{AR}.rollout.max_num_batched_tokens=8192")),
+     f"{AR}.rollout.max_num_batched_tokens 8192 cannot hold one 22528-token sequence"),
+    ("max_num_batched_tokens below max_num_seqs", mutate("rollout.max_num_seqs", 30000),
+     "'max_num_batched_tokens (22528) must be greater than or equal to max_num_seqs (30000).'"),
+    ("micro-batch not dividing the normalised mini-batch",
+     both(mutate("actor.use_dynamic_bsz", False), extra(f"{AR}.actor.ppo_micro_batch_size_per_gpu=3",
+                                                         f"{AR}.rollout.log_prob_micro_batch_size_per_gpu=1")),
+     "'normalized ppo_mini_batch_size 128 should be divisible by ppo_micro_batch_size_per_gpu 3'"),
+    ("FSDP size not dividing the world", mutate("actor.fsdp_size", 5),
+     f"{AR}.actor.fsdp_config.fsdp_size 5 does not divide the world size 32"),
+    ("reference log-prob budget below one sequence", extra(f"{AR}.ref.log_prob_max_token_len_per_gpu=1024"),
+     f"{AR}.ref.log_prob_max_token_len_per_gpu 1024 x SP 8 cannot hold one 22528-token sequence"),
+    ("critic strategy", extra("critic.strategy=megatron"), "recipe/dapo/main_dapo.py TaskRunner.run asserts it"),
+    ("unknown actor strategy", extra(f"{AR}.actor.strategy=deepspeed"),
+     f"{AR}.actor.strategy 'deepspeed': recipe/dapo/main_dapo.py TaskRunner.run raises NotImplementedError"),
+    ("unknown rollout engine", mutate("rollout.name", "banana"), "'Unknown rollout mode: banana. Available:"),
+    ("SGLang rollout", mutate("rollout.name", "sglang"), "the stack installs vLLM and vllm-ascend only"),
+    ("unregistered reward manager", extra("reward_model.reward_manager=dapoo"),
+     "reward_manager.name 'dapoo': 'Reward manager is not registered'"),
+    ("overlong buffer longer than the response", mutate("algorithm.overlong_buffer.len", 30000),
+     "'max_resp_len must be larger than overlong_buffer.len'"),
+    ("dual-clip bound", mutate("algorithm.clip_ratio_c", 0.5),
+     "'The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0'"),
+    ("filter groups without a metric", extra("algorithm.filter_groups.metric=null"),
+     "algorithm.filter_groups.metric None: filter_groups.enable needs a metric"),
+]
+RANGES = [
+    ("negative learning rate", mutate("algorithm.lr", -1e-6),
+     f"{AR}.actor.optim.lr (from algorithm.lr) -1e-06 must be a positive number"),
+    ("negative learning rate through extra_overrides", extra(f"{AR}.actor.optim.lr=-1e-6"),
+     f"{AR}.actor.optim.lr -1e-06 must be a positive number"),
+    ("NaN gpu_memory_utilization", mutate("rollout.gpu_memory_utilization", float("nan")),
+     f"{AR}.rollout.gpu_memory_utilization (from rollout.gpu_memory_utilization) nan must be in (0, 1]"),
+    ("gpu_memory_utilization above 1", mutate("rollout.gpu_memory_utilization", 1.5),
+     f"{AR}.rollout.gpu_memory_utilization (from rollout.gpu_memory_utilization) 1.5 must be in (0, 1]"),
+    ("Ray port past 65535", mutate("cluster.ray_port", 70000), "cluster.ray_port 70000 is not a port (1..65535)"),
+    ("dashboard port 0", mutate("cluster.dashboard_port", 0), "cluster.dashboard_port 0 is not a port"),
+    ("one port for two", mutate("cluster.dashboard_port", 6379), "cluster.dashboard_port 6379 is cluster.ray_port too"),
+    ("composed port past 65535", extra(f"{AR}.rollout.prometheus.port=70000"),
+     f"{AR}.rollout.prometheus.port 70000 is not a port"),
+    ("negative training temperature", mutate("rollout.temperature", -1.0), f"{AR}.rollout.temperature"),
+    ("negative validation temperature", extra(f"{AR}.rollout.val_kwargs.temperature=-0.5"),
+     f"{AR}.rollout.val_kwargs.temperature -0.5 must be >= 0"),
+    ("top_p 0", mutate("rollout.top_p", 0.0), f"{AR}.rollout.top_p 0.0 must be in (0, 1]"),
+    ("validation top_p above 1", mutate("rollout.val_top_p", 1.5), f"{AR}.rollout.val_kwargs.top_p 1.5 must be in"),
+    ("top_k -2", mutate("rollout.top_k", -2), f"{AR}.rollout.top_k -2 must be -1, 0 or a positive whole number"),
+    ("negative weight decay", mutate("algorithm.weight_decay", -0.1), f"{AR}.actor.optim.weight_decay -0.1 must be"),
+    ("gradient clip 0", mutate("algorithm.grad_clip", 0.0), f"{AR}.actor.grad_clip 0.0 must be a positive number"),
+    ("a learning rate of words", extra(f"{AR}.actor.optim.lr=fast"),
+     f"{AR}.actor.optim.lr: expected a number, got 'fast'"),
+]
+CASES = OVERRIDES_CHECKED + VERL_OWN + REPRODUCED + RANGES
+
+
+def test_the_seed_job_still_validates_clean():
+    result = run_cli("validate", str(SEED), "-i", str(INVENTORY), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["errors"] == [] and report["warnings"] == []
+
+
+@pytest.mark.parametrize("label, change, message", CASES, ids=[c[0] for c in CASES])
+def test_each_mistake_is_one_line_naming_the_key(tmp_path, label, change, message):
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+    result, report = validate(tmp_path, change(copy.deepcopy(seed())), env=env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    failed = [line for line in result.stderr.splitlines() if line.startswith("dapo-ops:")]
+    assert len(failed) == 1 and message in failed[0], result.stderr
+    others = [line for line in result.stderr.splitlines() if line not in failed]
+    assert all(line.startswith(("HBM per NPU", "warning:")) for line in others), others   # nothing from verl
+    assert "Traceback" not in result.stderr and all("\n" not in error for error in report["errors"])
+
+
+def test_model_facts_come_from_config_json_when_readable(tmp_path):
+    model = tmp_path / "Qwen3-30B-A3B"
+    model.mkdir()
+    config = {"num_attention_heads": 36, "num_key_value_heads": 4, "hidden_size": 2048,
+              "max_position_embeddings": 40960}
+    (model / "config.json").write_text(json.dumps(config))
+    result, _ = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    assert result.returncode == 2
+    assert "'num_attention_heads 36 must be divisible by ulysses_sp_size 8'" in result.stderr
+    assert f"heads: {model}/config.json" in result.stderr
+    config["num_attention_heads"] = 32
+    config["max_position_embeddings"] = 16384
+    (model / "config.json").write_text(json.dumps(config))
+    result, report = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    assert result.returncode == 2 and "exceeds the model's max_position_embeddings 16384" in result.stderr
+    assert any("model.architecture.max_position_embeddings is 40960 but" in w for w in report["warnings"])
+
+
+def test_override_config_wins_over_the_model_facts(tmp_path):
+    result, _ = validate(tmp_path, extra(f"+{AR}.model.override_config.max_position_embeddings=8192")(seed()))
+    assert result.returncode == 2 and "exceeds the model's max_position_embeddings 8192" in result.stderr
+
+
+def test_a_known_model_disagreeing_with_the_architecture_is_a_warning(tmp_path):
+    result, report = validate(tmp_path, mutate("model.architecture.kv_heads", 8)(seed()))
+    assert result.returncode == 0, result.stderr
+    assert report["warnings"] == ["model.architecture.kv_heads is 8 but Qwen3-30B-A3B's config.json "
+                                  f"({KNOWN['Qwen3-30B-A3B'].source}) says 4 (dapo-ops uses the architecture's)"]
+
+
+def test_the_seed_architecture_is_qwen3_30b_a3b_config_json():
+    arch, known = parse_spec(seed()).model.architecture, KNOWN["Qwen3-30B-A3B"]
+    assert (arch.attention_heads, arch.kv_heads, arch.hidden_size, arch.max_position_embeddings) == \
+        (known.attention_heads, known.kv_heads, known.hidden_size, known.max_position_embeddings)
+
+
+def test_fold_names_only_what_an_override_changed():
+    spec = parse_spec(seed())
+    composed = {"trainer": {"nnodes": 2, "logger": "console"}, "data": {"train_batch_size": 512},
+                AR: {"rollout": {"tensor_model_parallel_size": 4, "gpu_memory_utilization": float("nan")}}}
+    folded = fold(spec, composed)
+    assert folded.names == {"rollout.tensor_parallel_size": f"{AR}.rollout.tensor_model_parallel_size",
+                            "rollout.gpu_memory_utilization": f"{AR}.rollout.gpu_memory_utilization",
+                            "trainer.loggers": "trainer.logger"}
+    assert folded.spec.rollout.tensor_parallel_size == 4 and folded.spec.trainer.loggers == ("console",)
+    assert folded.problems == []
+
+
+def test_verl_runs_offline_and_leaves_sys_modules_as_it_found_them():
+    before = {k for k in sys.modules if k == "verl" or k.startswith("verl.")}
+    with verl_modules() as verl:
+        assert verl is not None and "file" in verl.tracking.Tracking.supported_backend
+    assert {k for k in sys.modules if k == "verl" or k.startswith("verl.")} == before
+    assert {"dapo", "naive"} <= registered_reward_managers()
+    problems, supported = run_verl_checks({})
+    assert supported and problems and all("\n" not in p for p in problems)   # an empty config: verl refuses it
+
+
+def test_a_verl_that_imports_differently_is_one_problem_not_a_crash(monkeypatch):
+    import dapo_ops.job.verl_offline as offline
+
+    before = {k for k in sys.modules if k == "verl" or k.startswith("verl.")}
+    monkeypatch.setattr(offline, "WORKER_CONFIGS", (*offline.WORKER_CONFIGS, "no_such_module"))
+    problems, supported = run_verl_checks({})
+    assert supported is None and len(problems) == 1 and "cannot run offline from the installed verl" in problems[0]
+    assert {k for k in sys.modules if k == "verl" or k.startswith("verl.")} == before
+
+
+def test_plus_keys_stay_those_verl_reads():
+    """verl v0.7.0's DAPO NPU scripts add only model.override_config keys (recipe/dapo/*npu*.sh)."""
+    assert PLUS_ALLOWED == (f"+{AR}.model.override_config.",)
+
+
+# verl v0.7.0 recipe/dapo/*npu*.sh, translated: the inventory that gives each its nodes x NPUs
+UPSTREAM_JOBS = {
+    "dapo-qwen2.5-7b-npu.yaml": "two-nodes",                     # 1 x 16
+    "dapo-qwen2.5-32b-npu.yaml": "two-nodes",                    # 2 x 16
+    "dapo-qwen3-8b-base-npu.yaml": "two-a2-nodes",               # 1 x 8
+    "dapo-qwen3-14b-base-npu.yaml": "two-nodes",                 # 2 x 16
+    "dapo-qwen3-moe-30b-base-fsdp-npu.yaml": "eight-box16-nodes",  # 8 x 16
+}
+
+
+def test_every_upstream_npu_script_is_translated():
+    assert sorted(p.name for p in UPSTREAM.glob("*.yaml")) == sorted(UPSTREAM_JOBS)
+
+
+@pytest.mark.parametrize("job, inventory", UPSTREAM_JOBS.items(), ids=list(UPSTREAM_JOBS))
+def test_upstream_npu_scripts_validate(job, inventory):
+    env = dict(os.environ, WANDB_API_KEY="not-a-real-key")     # two of them log to wandb
+    result = run_cli("validate", str(UPSTREAM / job), "-i", str(DATA / "inventory" / inventory), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["errors"] == [], report["errors"]
+    assert Path(UPSTREAM / job).read_text().startswith("# verl v0.7.0 recipe/dapo/run_dapo_")
