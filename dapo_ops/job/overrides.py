@@ -117,3 +117,20 @@ def overrides(spec: JobSpec, manifest: StackManifest, verl_version: str | None =
     verl = manifest.source("verl")
     pairs = override_pairs(spec, verl_version or verl.version, verl.extra["rules"])
     return [f"{key}={hydra_value(value)}" for key, value in pairs] + list(spec.extra_overrides)
+
+
+def extra_override_problems(spec: JobSpec) -> list[str]:
+    """Each of the spec's extra_overrides that Hydra cannot parse, named by its index (a value with shell or Hydra
+    syntax in it must be quoted: key='value')."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser, problems = OverridesParser.create(), []
+    for index, text in enumerate(spec.extra_overrides):
+        try:
+            parser.parse_overrides([text])
+        except HydraException as exc:
+            reason = (str(exc).strip().splitlines() or ["not a Hydra override"])[0]
+            problems.append(f"extra_overrides[{index}]: {text!r} is not a Hydra override ({reason}); quote the value: "
+                            "key='...'")
+    return problems

@@ -16,7 +16,7 @@ from packaging.version import Version
 from dapo_ops.job.composed import Folded, fold
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
-from dapo_ops.job.overrides import PLUS_ALLOWED, overrides
+from dapo_ops.job.overrides import PLUS_ALLOWED, extra_override_problems, overrides
 from dapo_ops.job.placement import world_size
 from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
@@ -286,9 +286,10 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> 
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
     configuration's (composed.fold) with the model's facts (model_facts), then verl's own checks run offline and the
     ones reproduced from verl and vLLM (verl_checks). Without a composed configuration, the spec's own values."""
-    result = Validation()
+    result = Validation(errors=extra_override_problems(spec))
     try:
-        result.composed = compose(sources, overrides(spec, manifest))
+        if not result.errors:  # Hydra's own parse error would not say which override it is
+            result.composed = compose(sources, overrides(spec, manifest))
     except SpecError as exc:
         result.errors.append(str(exc))
     folded = fold(spec, result.composed) if result.composed is not None else Folded(spec)

@@ -132,16 +132,6 @@ def _ports(node, prefix: str = ""):
             yield path, value
 
 
-def spec_ports(folded: Folded) -> list[str]:
-    c = folded.spec.cluster
-    problems = [f"cluster.{name} {port} is not a port (1..65535)"
-                for name, port in (("ray_port", c.ray_port), ("dashboard_port", c.dashboard_port))
-                if not 1 <= port <= 65535]
-    if c.ray_port == c.dashboard_port:
-        problems.append(f"cluster.dashboard_port {c.dashboard_port} is cluster.ray_port too: Ray needs two ports")
-    return problems
-
-
 def heads(p: Problems, facts: ModelFacts) -> None:
     sp, tp = p.number(f"{ACTOR}.ulysses_sequence_parallel_size"), p.number(f"{ROLLOUT}.tensor_model_parallel_size")
     h, kv, src = facts.attention_heads, facts.kv_heads, facts.source
@@ -302,4 +292,4 @@ def verl_checks(folded: Folded, composed: dict, facts: ModelFacts) -> list[str]:
         check(p)
     fsdp_worker(p, world)
     loggers(p, supported)
-    return p.lines + spec_ports(folded)
+    return p.lines  # the spec's own Ray ports are checked when it is read (spec.check_ports)
