@@ -4,7 +4,9 @@ goes through the `sh` filter, never quoted by hand; secrets are never written)."
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -148,9 +150,24 @@ def file_mode(name: str) -> int:
 
 
 def write(files: dict[str, str], out: Path) -> None:
-    """Write the rendered files (scripts executable, nothing secret among them)."""
-    for rel, text in sorted(files.items()):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        path.chmod(file_mode(rel))
+    """Write the rendered files (scripts executable, nothing secret among them) into `out`: all of them are
+    written to a staging directory beside it first, then moved in (files already in `out` that are not ours stay)."""
+    from dapo_ops.errors import UsageError
+
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"cannot write the rendered files to {out}: it is not a directory")
+    staging = out.with_name(f".{out.name}.rendering-{os.getpid()}")
+    try:
+        for rel, text in sorted(files.items()):
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(file_mode(rel))
+        for rel in sorted(files):
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, out / rel)
+    except OSError as exc:
+        raise UsageError(f"cannot write the rendered files to {out}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -296,3 +296,16 @@ def test_validate_needs_no_inventory_when_the_spec_pins_its_npus(tmp_path, monke
     assert yaml.safe_load(result.stdout)["npus_per_node"] == 16
     unpinned = cli("validate", str(SEED))
     assert unpinned.returncode == 2 and "set cluster.npus_per_node in the spec" in unpinned.stderr
+
+
+def test_render_writes_all_or_nothing(tmp_path):
+    target = tmp_path / "out"
+    assert cli("render", str(SEED), "-i", str(INVENTORY), "-o", str(target)).returncode == 0
+    (target / "stale.txt").write_text("from an older render")
+    assert cli("render", str(SEED), "-i", str(INVENTORY), "-o", str(target)).returncode == 0
+    assert (target / "stale.txt").exists() and (target / "overrides.txt").exists()  # not ours: left alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging directory left
+    blocked = cli("render", str(SEED), "-i", str(INVENTORY), "-o", "/proc/no-such-dir/out")
+    assert blocked.returncode == 2 and "cannot write the rendered files to /proc/no-such-dir/out" in blocked.stderr
+    (tmp_path / "file").write_text("x")
+    assert "it is not a directory" in cli("render", str(SEED), "-i", str(INVENTORY), "-o", str(tmp_path / "file")).stderr
