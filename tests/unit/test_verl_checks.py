@@ -249,9 +249,16 @@ def test_a_verl_that_imports_differently_is_one_problem_not_a_crash(monkeypatch)
     assert {k for k in sys.modules if k == "verl" or k.startswith("verl.")} == before
 
 
-def test_plus_keys_stay_those_verl_reads():
-    """verl v0.7.0's DAPO NPU scripts add only model.override_config keys (recipe/dapo/*npu*.sh)."""
-    assert PLUS_ALLOWED == (f"+{AR}.model.override_config.",)
+@pytest.mark.parametrize("override", [
+    f"+{AR}.model.override_config.rope_theta=1000000",               # fsdp_workers.py override_model_config
+    f"+{AR}.actor.fsdp_config.mixed_precision.param_dtype=bf16",        # fsdp_workers.py:485 mixed_precision
+    f"+{AR}.ref.fsdp_config.mixed_precision.reduce_dtype=fp32",
+    f"+{AR}.rollout.engine_kwargs.vllm.swap_space=8",                  # vllm_async_server.py:244 engine_kwargs.vllm
+])
+def test_the_plus_keys_verl_reads_validate(tmp_path, override):
+    result, report = validate(tmp_path, mutate("extra_overrides", [override])(seed()))
+    assert result.returncode == 0, result.stderr
+    assert len(PLUS_ALLOWED) == 4  # a new prefix needs its reader in verl named and a case here
 
 
 # verl v0.7.0 recipe/dapo/*npu*.sh, translated: the inventory that gives each its nodes x NPUs
