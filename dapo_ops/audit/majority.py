@@ -82,5 +82,7 @@ def _closure_majority(reachable: list[HostReport]) -> None:
             continue
         locked_off = {(f.host, f.component) for r in hosts for f in r.findings
                       if f.code in ("dist-off-lock", "dist-missing")}
+        # every distribution any host of this lock has, less those the component majority already judged and
+        # those no lock pins (the installer's own and the bootstrap tools), in a stable order
         for name in sorted({n for r in hosts for n in r.dists} - covered - NOT_LOCKED - BOOTSTRAP):
             _distribution_majority(platform, hosts, name, locked_off)

@@ -49,6 +49,7 @@ class Devices:
         npu_chips: dict[int, list[dict]] = {}
         for c in chips:
             npu_chips.setdefault(c["npu_id"], []).append(c)
+        # an A3 shows each chip's Phy-ID, or lists several chips under one NPU id; a 910B shows neither
         multi = any(c["phy_id"] is not None for c in chips) or any(len(cs) > 1 for cs in npu_chips.values())
         return cls({c["device_id"]: c for c in chips}, npu_chips, multi,
                    {(p["npu_id"], p["chip_id"]) for p in info["processes"]}, expected)

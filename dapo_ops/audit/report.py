@@ -167,6 +167,7 @@ def _listed(findings: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
     findings not listed)."""
     shown: dict[str, int] = {}
     listed = []
+    # errors before warnings; by host; a host's own findings (no NPU) before its NPUs', in NPU order
     for f in sorted(findings, key=lambda f: (f.severity != ERROR, f.host, f.npu if f.npu is not None else -1)):
         if f.code in CLOSURE_CODES:
             shown[f.host] = shown.get(f.host, 0) + 1

@@ -29,6 +29,7 @@ def job_hosts(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) ->
     if len(hosts) < count:
         raise InventoryError(f"the job needs {count} node(s) but the inventory has {len(hosts)}: lower "
                              "cluster.nodes (or --nodes) or add nodes to the inventory")
+    # the head first (Ray's head, verl's rank 0), then the others in inventory order
     ordered = [h for h in hosts if h.name == head] + [h for h in hosts if h.name != head]
     return ordered[:count]
 

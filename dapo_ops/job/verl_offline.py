@@ -93,6 +93,7 @@ def verl_modules() -> Iterator[types.SimpleNamespace | None]:
     try:
         yield _stand_ins(root) if root is not None else None
     finally:
+        # a list first: sys.modules cannot change size while it is iterated; then what was there before comes back
         for name in [k for k in sys.modules if k == "verl" or k.startswith("verl.")]:
             del sys.modules[name]
         sys.modules.update(saved)
