@@ -10,9 +10,9 @@ from dapo_ops.job.spec import JobSpec
 from dapo_ops.manifest import StackManifest
 
 # `+key=value` adds a key the schema does not have; only these prefixes may do that.
-# (the reader in verl v0.7.0 of each: verl/workers/fsdp_workers.py reads override_config as override_model_config
-# and fsdp_config.get("mixed_precision") for the actor's and the reference's FSDP wrap;
-# verl/workers/rollout/vllm_rollout/vllm_async_server.py passes engine_kwargs.vllm to vLLM's engine)
+# Where verl reads each: v0.7.0 verl/workers/fsdp_workers.py reads override_config (as override_model_config) and
+# fsdp_config.get("mixed_precision") for the actor's and the reference's FSDP wrap;
+# v0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py passes engine_kwargs.vllm to vLLM's engine.
 PLUS_ALLOWED = (
     "+actor_rollout_ref.model.override_config.",
     "+actor_rollout_ref.actor.fsdp_config.mixed_precision.",

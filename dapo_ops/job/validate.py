@@ -257,21 +257,30 @@ def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
     }
 
 
-def hbm_warnings(est: dict[str, float], spec: JobSpec) -> list[str]:
-    warnings = []
+NEAR_HBM = 0.9   # a phase above this share of the card's HBM is warned about: the estimate is not a profile
+
+
+def hbm_problems(est: dict[str, float], spec: JobSpec) -> tuple[list[str], list[str]]:
+    """(errors, warnings): a phase that cannot fit in the card's HBM is refused, one near the limit warned about."""
+    errors, warnings = [], []
     hbm = est["hbm_gib"]
     for phase in ("actor", "reference"):
-        if est[f"{phase}_gib"] > hbm:
-            warnings.append(f"the {phase} phase needs about {est[f'{phase}_gib']:.1f} GiB per NPU, more than the "
-                            f"{hbm:.0f} GiB of HBM: lower actor.max_token_len_per_npu, raise the SP size or offload")
+        need = est[f"{phase}_gib"]
+        if need > hbm:
+            errors.append(f"the {phase} phase needs about {need:.1f} GiB per NPU, more than the {hbm:.0f} GiB of HBM: "
+                          "lower actor.max_token_len_per_npu, raise the SP size or offload")
+        elif need > NEAR_HBM * hbm:
+            warnings.append(f"the {phase} phase needs about {need:.1f} GiB per NPU, within 10% of the {hbm:.0f} GiB "
+                            "of HBM")
     if est["rollout_weights_gib"] + 2 > est["rollout_budget_gib"]:
-        warnings.append(f"vLLM's weights need {est['rollout_weights_gib']:.1f} GiB per NPU but "
-                        f"gpu_memory_utilization {spec.rollout.gpu_memory_utilization} gives it "
-                        f"{est['rollout_budget_gib']:.1f} GiB: raise the rollout TP size or the utilization")
+        errors.append(f"vLLM's weights need {est['rollout_weights_gib']:.1f} GiB per NPU but "
+                      f"gpu_memory_utilization {spec.rollout.gpu_memory_utilization} gives it "
+                      f"{est['rollout_budget_gib']:.1f} GiB: raise the rollout TP size or the utilization")
     elif est["rollout_full_sequences"] < 1:
-        warnings.append(f"vLLM's KV cache holds {est['rollout_kv_capacity_tokens']:.0f} tokens per NPU, less than one "
-                        f"{spec.data.max_prompt_length + spec.data.max_response_length}-token sequence")
-    return warnings
+        errors.append(f"vLLM's KV cache holds {est['rollout_kv_capacity_tokens']:.0f} tokens per NPU, less than one "
+                      f"{spec.data.max_prompt_length + spec.data.max_response_length}-token sequence: raise the "
+                      "rollout TP size or gpu_memory_utilization")
+    return errors, warnings
 
 
 def _hbm(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
@@ -300,5 +309,7 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> 
         result.errors += verl_checks(folded, result.composed, facts)
     result.errors += env_problems(spec, result.composed)
     result.hbm = _hbm(checked, int(manifest.platform["hbm_mb"]))
-    result.warnings += facts.warnings + hbm_warnings(result.hbm, checked)
+    hbm_errors, hbm_warnings = hbm_problems(result.hbm, checked)
+    result.errors += hbm_errors
+    result.warnings += facts.warnings + hbm_warnings
     return result

@@ -16,12 +16,10 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec, fan_out
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
-from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
-from dapo_ops.job.validate import arithmetic
 from dapo_ops.launch import cluster, rehearsal
 from dapo_ops.launch.records import RunRecord, lock_is_stale, new_run_id
 from dapo_ops.launch.steps import Steps
@@ -42,11 +40,15 @@ class LaunchOptions:
 
 
 def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int) -> tuple[JobSpec, list[HostSpec]]:
-    """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node), checked."""
+    """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node) and checked with
+    every check `dapo-ops validate` runs (verl's composed configuration, the arithmetic, the HBM estimate)."""
+    from dapo_ops.job.validate import config_sources, validate
+
     spec, hosts = place(spec, list(inventory.hosts), nodes)
-    problems = arithmetic(spec, manifest) + env_problems(spec, None)
+    problems = validate(spec, manifest, config_sources(None, manifest)).errors
     if problems:
-        raise UsageError(problems[0])
+        more = f" (and {len(problems) - 1} more: `dapo-ops validate` lists them)" if len(problems) > 1 else ""
+        raise UsageError(problems[0] + more)
     return spec, hosts
 
 

@@ -309,3 +309,19 @@ def test_render_writes_all_or_nothing(tmp_path):
     assert blocked.returncode == 2 and "cannot write the rendered files to /proc/no-such-dir/out" in blocked.stderr
     (tmp_path / "file").write_text("x")
     assert "it is not a directory" in cli("render", str(SEED), "-i", str(INVENTORY), "-o", str(tmp_path / "file")).stderr
+
+
+def test_a_phase_that_cannot_fit_in_hbm_is_refused_and_launch_runs_the_same_checks():
+    from dapo_ops.errors import UsageError
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.launch.launch import plan
+
+    manifest, inventory = load_manifest(), load_inventory(INVENTORY)
+    huge = parse_spec(mutate("actor.max_token_len_per_npu", 200000)(seed()))
+    with pytest.raises(UsageError, match=r"the actor phase needs about \d+\.\d GiB per NPU, more than the 64 GiB"):
+        plan(huge, inventory, manifest, 2)
+    misspelled = parse_spec(mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"])(seed()))
+    with pytest.raises(UsageError, match="did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"):
+        plan(misspelled, inventory, manifest, 2)  # launch composes verl's configuration too, before any node
+    spec, hosts = plan(parse_spec(seed()), inventory, manifest, 2)
+    assert [h.name for h in hosts] == ["a2-node01", "a2-node02"] and spec.cluster.npus_per_node == 16
