@@ -325,3 +325,12 @@ def test_a_phase_that_cannot_fit_in_hbm_is_refused_and_launch_runs_the_same_chec
         plan(misspelled, inventory, manifest, 2)  # launch composes verl's configuration too, before any node
     spec, hosts = plan(parse_spec(seed()), inventory, manifest, 2)
     assert [h.name for h in hosts] == ["a2-node01", "a2-node02"] and spec.cluster.npus_per_node == 16
+
+
+def test_names_are_matched_whole_not_up_to_a_trailing_newline():
+    """The control-character rule refuses '\\n' in spec values first; the name rules must hold on their own too
+    (env.extra keys reach them without passing the value rules)."""
+    from dapo_ops.job import strings
+
+    assert strings.is_name("dapo") and not strings.is_name("dapo\n")
+    assert strings.is_env_name("HCCL_X") and not strings.is_env_name("HCCL_X\n")
