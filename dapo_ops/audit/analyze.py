@@ -12,7 +12,7 @@ from dapo_ops.audit.closure import Locks, closure_findings, load_host_locks, loa
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
 from dapo_ops.audit.majority import majority_findings
-from dapo_ops.audit.model import COMPONENTS, ERROR, AuditReport, Finding, HostReport, Thresholds
+from dapo_ops.audit.model import COMPONENTS, ERROR, WARNING, AuditReport, Finding, HostReport, Thresholds
 from dapo_ops.audit.npus import fact_value, npu_findings
 from dapo_ops.errors import ParseError
 from dapo_ops.manifest import ASCEND_COMPONENTS, StackManifest
@@ -22,6 +22,8 @@ from dapo_ops.stackcheck import python_stack_problems
 FACT_OF = {"driver": "driver_version", "firmware": "firmware_version", "cann_toolkit": "toolkit_info",
            "cann_kernels": "kernels_info", "cann_nnal": "nnal_info"}
 PYTHON_PACKAGES = ("numpy", "torch", "torch_npu", "vllm", "vllm_ascend", "verl")
+# what the verify record and the live probe both list (roles/verify/files/stack_probe.py)
+RECORDED_PACKAGES = (*PYTHON_PACKAGES, "ray", "protobuf")
 
 
 def _values(raw: HostRaw, facts: dict[str, Fact]) -> tuple[dict[str, Any], list[Finding]]:
@@ -77,15 +79,51 @@ def _ascend_findings(host: str, values: dict, components: dict, manifest: StackM
 
 
 def _python_stack_findings(host: str, values: dict, manifest: StackManifest) -> list[Finding]:
-    """No Python environment, or its packages off the pins."""
+    """No Python environment, its packages off the pins or failing to import (live), the CANN environment script
+    missing, and a verify record that disagrees with the live answer."""
     stack = fact_value(values, "python_stack")
     if stack is not None:
-        return [Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem)
-                for problem in python_stack_problems(stack, manifest)]
+        findings = [Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem)
+                    for problem in python_stack_problems(stack, manifest)]
+        return findings + _environment_findings(host, stack) + _record_findings(host, stack)
     if values.get("python_stack") is ParseError:
         return []
     return [Finding(host, None, ERROR, "python-stack-missing", "python",
                     "no Python environment (neither the dapo_ops fact file nor the conda env)")]
+
+
+def _environment_findings(host: str, stack: dict) -> list[Finding]:
+    state, script = stack.get("env"), stack.get("env_script")
+    if state == "missing":
+        return [Finding(host, None, ERROR, "cann-env-missing", "environment",
+                        f"the CANN environment script {script} is missing: no job can import torch_npu "
+                        "(run site.yml to write it)")]
+    if state == "failed":
+        return [Finding(host, None, ERROR, "cann-env-failed", "environment",
+                        f"sourcing the CANN environment script {script} fails: a set_env.sh it sources is gone "
+                        "or broken (run site.yml)")]
+    return []
+
+
+def _record_findings(host: str, stack: dict) -> list[Finding]:
+    """The verify role's record against the live query (only for a live query: a legacy bundle has one answer)."""
+    record = stack.get("fact_file")
+    if stack.get("source") != "live" or record is None:
+        return []
+    if "error" in record:
+        return [Finding(host, None, WARNING, "fact-file-stale", "fact file",
+                        f"the verify record is unreadable ({record['error']}); run site.yml to rewrite it")]
+    live = stack.get("packages") or {}
+    differ = [f"{name} {record['packages'].get(name)} (live {live.get(name)})"
+              for name in RECORDED_PACKAGES if record["packages"].get(name) != live.get(name)]
+    if bool(record.get("import_errors")) != bool(stack.get("import_errors")):
+        differ.append("imports " + ("failing" if record.get("import_errors") else "clean")
+                      + " (live " + ("failing" if stack.get("import_errors") else "clean") + ")")
+    if not differ:
+        return []
+    return [Finding(host, None, WARNING, "fact-file-stale", "fact file",
+                    "the verify record disagrees with the env, which changed after site.yml verified it: it says "
+                    + ", ".join(differ) + "; the live values are audited (run site.yml to re-verify)")]
 
 
 def _closure(raw: HostRaw, values: dict, report: HostReport, manifest: StackManifest, locks: Locks) -> None:

@@ -46,7 +46,7 @@ class HostRaw:
 def node_context(host_vars: dict, install_path: str) -> NodeContext:
     layout = node_layout(host_vars)
     return NodeContext(install_path=install_path, python=layout.python,
-                       fact_file=layout["stack_fact_file"])
+                       fact_file=layout["stack_fact_file"], env_script=layout.env_script)
 
 
 def planned(npus: int, facts: dict[str, Fact] | None = None) -> list[tuple[Fact, int | None]]:

@@ -21,6 +21,7 @@ class NodeContext:
     install_path: str
     python: str                          # the stack environment's python
     fact_file: str
+    env_script: str = ""               # the CANN environment script every job sources
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def cli() -> None:
     """Provision Ascend 910B fleets to a pinned stack, audit them, launch verl DAPO jobs."""
 
 
-for command in (sim_cli.sim, audit.audit, job.render, job.validate, runs.launch, runs.status, runs.logs, runs.stop,
+for command in (sim_cli.sim, audit.audit, job.render, job.validate, runs.launch, runs.status, runs.watch, runs.logs, runs.stop,
                 runs.runs, stack.stack):
     cli.add_command(command)
 

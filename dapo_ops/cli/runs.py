@@ -61,20 +61,29 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
     out.document(as_dict(record))
 
 
+on_node_loss_option = click.option(
+    "--on-node-loss", type=click.Choice(["stop", "keep"]), default="stop", show_default=True,
+    help="When a node of a running run is lost: stop the job and Ray on the rest, or leave them running.")
+
+
 @click.command()
 @click.argument("run", required=False)
 @inventory_option
+@on_node_loss_option
 @json_option
-def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
-    """The state of a run (default: the latest), asking Ray on the head."""
+def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: bool) -> None:
+    """The state of a run (default: the latest): for a running one, its nodes, NPUs and Ray job, checked now."""
     from dapo_ops.launch import cluster
     from dapo_ops.launch.records import needs_ray_status, reconcile
+    from dapo_ops.launch.watch import watch_once
     from dapo_ops.layout import node_layout
 
     out = Output(as_json)
-    record, _, head = run_context(run, inventory)
+    record, inv, head = run_context(run, inventory)
     job = None
-    if needs_ray_status(record):
+    if record.state == "running":
+        job = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note).job
+    elif needs_ray_status(record):
         job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
         reconcile(record, job)
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
@@ -82,6 +91,47 @@ def status(run: str | None, inventory: Path | None, as_json: bool) -> None:
     out.document(dict(as_dict(record), ray_job_status=job))
     if record.state == "failed":
         raise DapoError(f"run {record.run_id} failed: {record.reason}")
+
+
+def _run_hosts(record, inv) -> dict:
+    by_name = {h.name: h for h in inv.hosts}
+    missing = [n for n in record.nodes if n not in by_name]
+    if missing:
+        raise UsageError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
+    return by_name
+
+
+@click.command()
+@click.argument("run", required=False)
+@inventory_option
+@on_node_loss_option
+@click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between checks.")
+def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: float) -> None:
+    """Check a running run every --interval seconds until its job ends or a node is lost (exit 0 only when the
+    job succeeded)."""
+    import time
+
+    from dapo_ops.launch.watch import watch_once
+
+    out = Output(False)
+    require_positive(interval=interval)
+    record, inv, _ = run_context(run, inventory)
+    if record.state != "running":
+        raise UsageError(f"run {record.run_id} is {record.state}, not running: nothing to watch")
+    by_name = _run_hosts(record, inv)
+    last = None
+    while record.state == "running":
+        health = watch_once(record, by_name, on_node_loss, out.note)
+        line = f"{record.run_id}: {record.state}, Ray job {health.job or '?'}" + (
+            f", lost: {', '.join(sorted(health.lost))}" if health.lost else f", {len(record.nodes)} node(s) healthy")
+        if line != last:
+            out.note(line)
+            last = line
+        if record.state == "running":
+            time.sleep(interval)
+    if record.state != "succeeded":
+        raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
+    out.success(f"{record.run_id}: succeeded")
 
 
 @click.command()

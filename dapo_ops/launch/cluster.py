@@ -1,24 +1,19 @@
-"""What the launcher does on the nodes, over SSH: the cluster lock, pushing a run's files, Ray up and down,
+"""What the launcher does on the nodes, over SSH (the run lock is launch/locks.py): pushing a run's files, Ray up and down,
 the job's submission and its status. Every remote call has its own deadline."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shlex
-import socket
 import threading
 import time
-from dataclasses import dataclass
 
-from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, file_mode
 
-LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
 
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
@@ -37,53 +32,6 @@ RAY_RUNNING = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
 
 class LaunchError(DapoError):
     """A launch step failed; the message names the step and the node."""
-
-
-@dataclass(frozen=True)
-class Lock:
-    run_id: str
-    controller: str
-    pid: int
-    created: str
-
-    def describe(self) -> str:
-        return f"run {self.run_id} (launched from {self.controller}, pid {self.pid}, at {self.created})"
-
-
-class ClusterLocked(LaunchError):
-    """The head's cluster lock is held by another run."""
-
-    def __init__(self, head: str, holder: Lock):
-        self.holder = holder
-        super().__init__(f"{head} is locked by {holder.describe()}")
-
-
-def acquire_lock(head: HostSpec, run_id: str) -> None:
-    """Create the lock on the head atomically; ClusterLocked names the holder when another run has it."""
-    lock = Lock(run_id, socket.gethostname(), os.getpid(), utc_now())
-    payload = shlex.quote(json.dumps(lock.__dict__))
-    result = run_on(head, f"mkdir -p {shlex.quote(LOCK_FILE.rsplit('/', 1)[0])} && "
-                          f"(set -C; printf '%s\\n' {payload} > {LOCK_FILE}) 2>/dev/null || "
-                          f"{{ cat {LOCK_FILE}; exit 3; }}", timeout=30)
-    if result.failure is not None:
-        raise LaunchError(f"cluster lock on {head.name}: {result.error}")
-    if result.exit_code == 0:
-        return
-    try:
-        holder = Lock(**json.loads(result.stdout.strip().splitlines()[-1]))
-    except (ValueError, TypeError, IndexError):
-        holder = Lock("unknown", "unknown", 0, "unknown")
-    raise ClusterLocked(head.name, holder)
-
-
-def release_lock(head: HostSpec, run_id: str) -> None:
-    """Remove the lock if this run holds it (never someone else's)."""
-    run_on(head, f"grep -q {shlex.quote(json.dumps(run_id))} {LOCK_FILE} 2>/dev/null && rm -f {LOCK_FILE}; true",
-           timeout=30)
-
-
-def break_lock(head: HostSpec) -> None:
-    run_on(head, f"rm -f {LOCK_FILE}", timeout=30).raise_for("breaking the cluster lock", LaunchError)
 
 
 def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: dict[str, str] | None = None) -> None:

@@ -20,14 +20,17 @@ from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
-from dapo_ops.launch import cluster, rehearsal
-from dapo_ops.launch.records import RunRecord, lock_is_stale, new_run_id
+from dapo_ops.launch import cluster, locks, rehearsal
+from dapo_ops.launch.records import RunRecord, new_run_id
 from dapo_ops.launch.steps import Steps
 from dapo_ops.manifest import StackManifest
 
 # Seconds per step. "head" bounds the whole Ray start (head and workers together); "workers" one worker's attempt
 # (waiting for the head's GCS port, then `ray start`); Ray itself takes ~60 s to declare a lost node dead.
 STEP_TIMEOUTS = {"audit": 120, "stop": 60, "head": 120, "workers": 60, "cluster": 90, "submit": 120}
+# Longer than any launch can hold its locks before Ray runs (every step at its deadline, pushing and the
+# rehearsal included, with room to spare): a lock this old, with no Ray on its nodes, has no launcher behind it.
+BRING_UP_LIMIT = 2 * (sum(STEP_TIMEOUTS.values()) + rehearsal.Timeouts().total)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +108,21 @@ class _Launch:
                       + (" — launching anyway (--force)" if report.errors else ""))
 
     def lock(self) -> None:
-        head, record = self.head, self.record
-        with self.steps.step(f"lock {head.name}") as step, failing_as(record, "cluster lock"):
+        names, record = ", ".join(h.name for h in self.hosts), self.record
+        with self.steps.step(f"lock {names}") as step, failing_as(record, "run lock"):
             if self.options.break_lock:
-                cluster.break_lock(head)
+                for line in locks.break_stale(self.hosts, BRING_UP_LIMIT):
+                    self.steps.note(line)
             try:
-                cluster.acquire_lock(head, record.run_id)
-            except cluster.ClusterLocked as exc:
-                record.mark("failed", f"cluster locked by {exc.holder.describe()}")
-                hint = (" — its launch died; rerun with --break-lock" if lock_is_stale(exc.holder) else
-                        f"; `dapo-ops stop {exc.holder.run_id}` tears its Ray cluster down and frees the nodes")
-                raise DapoError(f"{head.name} is locked by {exc.holder.describe()}{hint}") from None
-            step.done(f"held by run {record.run_id}")
+                locks.acquire(self.hosts, record.run_id)
+            except locks.ClusterLocked as exc:
+                holder = exc.holder
+                record.mark("failed", f"locked by {holder.describe()}")
+                gone, why = locks.breakable(holder, [], locks.launcher_state(holder), BRING_UP_LIMIT)
+                hint = (f" — {why}; rerun with --break-lock" if gone and holder.run_id != "unknown" else
+                        f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
+                raise DapoError(f"{exc}{hint}") from None
+            step.done(f"held by run {record.run_id} on {len(self.hosts)} node(s)")
 
     def push(self, job_file: Path) -> None:
         spec, record, head = self.spec, self.record, self.head
@@ -166,7 +172,7 @@ class _Launch:
         with self.steps.step("tear down (--rehearse-only)"):
             errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"]).items()
                       if e}
-            cluster.release_lock(self.head, self.record.run_id)
+            locks.release(self.hosts, self.record.run_id)
             if errors:
                 raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
                                           "; ".join(errors.values()))
@@ -192,7 +198,7 @@ class _Launch:
                     errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=30,
                                                                 starters_of=record.node_dir).items() if e}
             finally:
-                cluster.release_lock(self.head, record.run_id)
+                locks.release(self.hosts, record.run_id)
             if errors:
                 record.mark("failed", f"{record.reason} (Ray not stopped on: " + "; ".join(errors.values()) + "; "
                             f"`dapo-ops stop {record.run_id}` retries)")
@@ -216,7 +222,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
-                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}")
+                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}", addresses={n.name: n.ip for n in nodes})
     record.mark("created")
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend)
 

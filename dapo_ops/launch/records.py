@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +31,7 @@ class RunRecord:
     stack: dict = field(default_factory=dict)   # what the audit saw per node
     timestamps: dict = field(default_factory=dict)
     rehearsal: dict | None = None
+    addresses: dict = field(default_factory=dict)   # node -> the address Ray knows it by (its HCCL NIC's)
 
     @property
     def directory(self) -> Path:
@@ -96,21 +96,3 @@ def reconcile(record: RunRecord, ray_job_status: str | None) -> None:
 
 def needs_ray_status(record: RunRecord) -> bool:
     return bool(record.submission_id) and record.state in ("running", "succeeded")
-
-
-def lock_is_stale(holder) -> bool:
-    """A lock is stale when its launch died before finishing or failed without releasing it (a launched run holds
-    the lock after the launching process exits, until `dapo-ops stop`). `holder` is the cluster.Lock found."""
-    if not (RUNS_DIR / holder.run_id / "run.json").exists():
-        return False  # another controller's run: nothing here to judge it by
-    record = load_run(holder.run_id)
-    if record.state in TERMINAL and "ray_up" not in record.timestamps:
-        return True
-    if record.state in ("created", "starting") and holder.controller == socket.gethostname() and holder.pid:
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-    return False

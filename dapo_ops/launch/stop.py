@@ -1,10 +1,10 @@
-"""`dapo-ops stop`: stop a run's Ray job and Ray on its nodes, and release the cluster lock."""
+"""`dapo-ops stop`: stop a run's Ray job and Ray on its nodes, and release its locks on every node."""
 
 from __future__ import annotations
 
 from dapo_ops.errors import UsageError
 from dapo_ops.inventory import Inventory
-from dapo_ops.launch import cluster
+from dapo_ops.launch import cluster, locks
 from dapo_ops.launch.records import RunRecord
 from dapo_ops.layout import node_layout
 
@@ -25,7 +25,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
         cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
     errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
-    cluster.release_lock(head, record.run_id)
+    locks.release(hosts, record.run_id)
     if record.state not in ("failed", "rehearsed"):
         record.mark("stopped", f"ray not stopped on: {errors}" if errors else None)
     return record

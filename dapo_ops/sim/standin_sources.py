@@ -117,7 +117,8 @@ first training step, and what the product depends on, happens for real:
 - it starts the vLLM rollout worker's model loading as vllm-ascend does (v0.11.0rc1 vllm_ascend/worker/worker_v1.py
   load_model: sleep mode takes CaMemAllocator), so PYTORCH_NPU_ALLOC_CONF=expandable_segments:True fails with
   vllm-ascend's own assertion.
-Then it prints one `step:0 - ...` line in verl's console format and exits 0 (the documented dry mode).
+Then it prints one `step:0 - ...` line in verl's console format and exits 0 (the documented dry mode), after
+"training" for DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner, for tests of a node lost during training.
 """
 import json
 import os
@@ -214,6 +215,12 @@ class TaskRunner:
             logger.write(json.dumps({"step": 0, "data": metrics}) + "\\n")
             logger.close()
         print("step:0 - " + " - ".join("%s:%s" % item for item in metrics.items()), flush=True)
+        ends = time.monotonic() + float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0)  # the sim's training time
+        for step in range(1, 1 << 30):
+            if time.monotonic() >= ends:
+                break
+            time.sleep(2)
+            print("step:%d - dapo_ops/dry_mode:1" % step, flush=True)
         return {"nnodes": config["trainer"]["nnodes"], "npus": config["trainer"]["n_gpus_per_node"],
                 "batch": config["data"]["train_batch_size"], "host": socket.gethostname()}
 

@@ -104,9 +104,9 @@ if torch.__version__.split("+")[0] != _TORCH:
         "torch_npu %s was built for torch %s but torch %s is installed: "
         "undefined symbol: _ZN3c1010Dispatcher17runRecordFunctionERN2at14RecordFunctionE"
         % (__version__, _TORCH, torch.__version__))
-if not os.environ.get("ASCEND_TOOLKIT_HOME"):
-    raise ImportError("libhccl.so: cannot open shared object file: No such file or directory "
-                      "(source /usr/local/Ascend/ascend-toolkit/set_env.sh first)")
+# libtorch_npu.so needs libhccl.so, found only on LD_LIBRARY_PATH (toolkit set_env.sh; docs/ascend-formats.md)
+if not any(os.path.isfile(os.path.join(d, "libhccl.so")) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+    raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")
 '''
 
 
@@ -173,7 +173,12 @@ if _transformers is not None and int(_transformers.split(".")[0]) >= 5:
 
 # vllm-ascend's compiled custom-op extension (CMakeExtension "vllm_ascend.vllm_ascend_C" in its setup.py; the
 # names are those vllm_ascend/device_allocator/camem.py imports from it for sleep mode).
-VLLM_ASCEND_C = '''"""vllm_ascend_C stand-in (dapo-ops simulated fleet): vllm-ascend's C++ custom ops, built with the CANN toolchain."""
+VLLM_ASCEND_C = '''"""vllm_ascend_C stand-in (dapo-ops simulated fleet): vllm-ascend's C++ custom ops, built with the CANN
+toolchain, linked against ascendcl (CMakeLists.txt at the tag), found on LD_LIBRARY_PATH only."""
+import os as _os
+
+if not any(_os.path.isfile(_os.path.join(d, "libascendcl.so")) for d in _os.environ.get("LD_LIBRARY_PATH", "").split(":")):
+    raise ImportError("libascendcl.so: cannot open shared object file: No such file or directory")
 
 
 def init_module(malloc=None, free=None):

@@ -21,3 +21,48 @@ def sigint_as_at_a_terminal():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def standin_stack_env(nodes, numpy="1.26.4"):
+    """What the python, vllm, verl and cann roles leave on a `sim up --provisioned` node, in seconds instead of a
+    site.yml run: the env (a venv at the layout's prefix holding the stand-in wheels, unpacked as pip would) and the
+    CANN environment script (the ascend_cann role's template). For the audit's tests, whose subject is the audit."""
+    import io
+    import tempfile
+    from pathlib import Path
+
+    import jinja2
+
+    from dapo_ops.fleet.ssh import connect
+    from dapo_ops.layout import node_layout
+    from dapo_ops.manifest import load_manifest
+    from dapo_ops.paths import PROJECT_ROOT
+    from dapo_ops.sim import wheels
+    from dapo_ops.stackcheck import source_declared_version
+
+    manifest = load_manifest()
+    with tempfile.TemporaryDirectory() as tmp:
+        built = [w for w in wheels.standin_wheels(Path(tmp), manifest)
+                 if w.name.split("-")[0] in ("torch", "torch_npu", "vllm", "vllm_ascend")]
+        built.append(wheels.build_wheel(Path(tmp), "verl", source_declared_version(manifest, "verl"),
+                                        {"verl/__init__.py": ""}))
+        built.append(wheels.build_wheel(Path(tmp), "numpy", numpy, {"numpy/__init__.py": f'__version__ = "{numpy}"\n'}))
+        template = (PROJECT_ROOT / "roles" / "ascend_cann" / "templates" / "dapo-ops-env.sh.j2").read_text()
+        for host in nodes.values():
+            layout = node_layout(host.vars)
+            env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+            env.filters["quote"] = __import__("shlex").quote
+            script = env.from_string(template).render(ascend_cann_install_path=manifest.platform["install_path"],
+                                                      ascend_cann_cxx_abi=1)
+            prefix = layout.python.rsplit("/bin/", 1)[0]
+            conn = connect(host)
+            try:
+                conn.run("rm -rf /root/standin-wheels && mkdir -p /root/standin-wheels", hide=True)
+                for wheel in built:
+                    conn.put(str(wheel), remote=f"/root/standin-wheels/{wheel.name}")
+                conn.put(io.BytesIO(script.encode()), remote=layout.env_script)
+                conn.run(f"rm -rf {prefix} && python3 -m venv --without-pip {prefix} && "
+                         f"site=$({layout.python} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') && "
+                         f"for w in /root/standin-wheels/*.whl; do python3 -m zipfile -e $w $site; done", hide=True)
+            finally:
+                conn.close()

@@ -14,7 +14,7 @@ from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 from dapo_ops.stackcheck import pinned_python_packages
 
-from .helpers import hosts, sh, sigint_as_at_a_terminal
+from .helpers import hosts, sh, sigint_as_at_a_terminal, standin_stack_env
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
 
@@ -26,7 +26,9 @@ def audit(*args, timeout=300):
 
 
 def provision_python_fact(nodes):
-    """What the verify role records after a full site.yml run (the HDK and CANN are preinstalled by the sim)."""
+    """The Python stack and the CANN environment script, and what the verify role records after a full site.yml
+    run (the HDK and CANN are preinstalled by the sim)."""
+    standin_stack_env(nodes)
     manifest = load_manifest()
     fact = {"python": f"{manifest.python_version}.2", "import_errors": {}, "torch_cxx11_abi": True,
             "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}

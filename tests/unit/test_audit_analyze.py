@@ -84,6 +84,49 @@ def test_off_pin_python_stack(tmp_path, manifest):
     assert [(f.code, f.component) for f in report.findings] == [("stack-off-pin", "numpy")]
 
 
+def live_stack_output(probe: dict, record: dict | None, env: str = "sourced") -> str:
+    """What the python_stack fact prints on a node: the verify record, the environment line, the probe's JSON."""
+    record_text = json.dumps(record) if record is not None else ""
+    return (f"@@fact-file@@\n{record_text}\n\n@@env@@ {env} /usr/local/Ascend/dapo-ops-env.sh\n"
+            f"{json.dumps(probe)}\n")
+
+
+def live_probe(manifest, **versions):
+    return {"python": "3.11.13", "imports": {}, "errors": {}, "torch_cxx11_abi": True, "atb_cxx_abi": "1",
+            "versions": {**pinned_python_packages(manifest), "numpy": "1.26.4", **versions}}
+
+
+def test_the_live_stack_decides_and_a_stale_verify_record_is_a_finding(manifest):
+    """The record says pinned and clean; the env now has numpy 2 and another torch_npu: both are errors from the
+    live answer, and the record's disagreement is a warning naming what it says."""
+    record = {"python": "3.11.13", "import_errors": {},
+              "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}
+    probe = live_probe(manifest, numpy="2.2.6", torch_npu="2.7.1.post9")
+    raw = host_raw("node1")
+    raw.outputs["python_stack"] = (0, live_stack_output(probe, record))
+    report = analyze([raw], manifest)
+    assert sorted((f.code, f.component, f.severity) for f in report.findings) == [
+        ("fact-file-stale", "fact file", "warning"), ("stack-off-pin", "numpy", "error"),
+        ("stack-off-pin", "torch_npu", "error")]
+    stale = next(f.message for f in report.findings if f.code == "fact-file-stale")
+    assert "numpy 1.26.4 (live 2.2.6)" in stale and "(live 2.7.1.post9)" in stale
+    assert report.hosts[0].components["numpy"] == "2.2.6"
+
+
+def test_a_record_that_agrees_is_silent_and_a_missing_environment_script_is_an_error(manifest):
+    probe = live_probe(manifest)
+    record = {"packages": dict(probe["versions"]), "import_errors": {}}
+    raw = host_raw("node1")
+    raw.outputs["python_stack"] = (0, live_stack_output(probe, record))
+    assert analyze([raw], manifest).findings == []
+    raw.outputs["python_stack"] = (0, live_stack_output(dict(probe, errors={"torch_npu": "ImportError: libhccl.so"}),
+                                                        record, env="missing"))
+    found = {f.code: f for f in analyze([raw], manifest).findings}
+    assert set(found) == {"cann-env-missing", "stack-off-pin", "fact-file-stale"}
+    assert "/usr/local/Ascend/dapo-ops-env.sh is missing" in found["cann-env-missing"].message
+    assert "imports clean (live failing)" in found["fact-file-stale"].message
+
+
 def test_majority_drift_warns_the_host_that_differs_while_on_the_pin(tmp_path, manifest):
     raws = [host_raw(f"node{i}", "drv-24.1.rc3-fw-7.5.0.1.129") for i in (1, 2)]
     raws.append(host_raw("node3"))

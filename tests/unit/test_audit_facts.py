@@ -12,7 +12,7 @@ from dapo_ops.errors import ParseError
 
 DATA = Path(__file__).parent.parent / "data" / "facts"
 CTX = NodeContext(install_path="/usr/local/Ascend", python="/opt/miniconda3/envs/dapo/bin/python",
-                  fact_file="/etc/ansible/facts.d/dapo_ops.fact")
+                  fact_file="/etc/ansible/facts.d/dapo_ops.fact", env_script="/usr/local/Ascend/dapo-ops-env.sh")
 CASES = sorted(DATA.glob("*/*.yml"))
 
 

@@ -317,7 +317,8 @@ def cann(action, flags, values, root):
     if comp == "toolkit":
         base = os.path.join(toolkit_dir, version, "%s-linux" % arch)
         write(os.path.join(base, "ascend_toolkit_install.info"), kv_file(PACKAGE["version_info"]))
-        os.makedirs(os.path.join(toolkit_dir, version, "lib64"), exist_ok=True)
+        for library in ("libhccl.so", "libascendcl.so"):  # what torch_npu and vllm_ascend_C load (stand-ins)
+            write(os.path.join(toolkit_dir, version, "lib64", library), "placeholder: %s\n" % library)
         os.makedirs(os.path.join(toolkit_dir, version, "bin"), exist_ok=True)
         relink(os.path.join(toolkit_dir, "latest"), version)
         write(os.path.join(toolkit_dir, "set_env.sh"), TOOLKIT_ENV.format(root=root), 0o755)

@@ -1,0 +1,110 @@
+"""Watching a running run (`dapo-ops status` and `dapo-ops watch`): every node of the run answers over SSH, Ray
+counts it alive, and its NPUs are healthy and all there. A node that fails any of these is lost: the run is recorded
+as failed naming it, and (`--on-node-loss stop`, the default) the job and Ray are stopped on the rest, which frees
+their locks. Without this a lost worker stays invisible until HCCL's timeouts fail the job, up to an hour later."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from dapo_ops.ascend.npu_smi import parse_npu_smi_info
+from dapo_ops.errors import DapoError
+from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.launch import cluster, locks
+from dapo_ops.launch.records import RunRecord, reconcile
+from dapo_ops.layout import node_layout
+
+ON_NODE_LOSS = ("stop", "keep")
+
+
+@dataclass
+class Health:
+    lost: dict[str, str] = field(default_factory=dict)   # node -> why it is lost
+    job: str | None = None                               # Ray's job status (None: not asked)
+
+
+def node_problem(output_rc: tuple[int, str], expected_npus: int | None) -> str | None:
+    """What is wrong with a node from its `npu-smi info` (pure): unhealthy or missing NPUs, or None."""
+    rc, text = output_rc
+    if rc != 0:
+        last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "no output")
+        return f"npu-smi info failed (exit {rc}): {last}"
+    try:
+        info = parse_npu_smi_info(text)
+    except DapoError as exc:
+        return f"npu-smi info unreadable: {exc}"
+    problems = [f"NPU {c.npu_id} health is {c.health}" for c in info.chips if c.health != "OK"]
+    if expected_npus is not None and len(info.chips) < expected_npus:
+        problems.append(f"{len(info.chips)} of its {expected_npus} NPUs are visible")
+    return "; ".join(problems) or None
+
+
+def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = 15) -> Health:
+    """One look at the run's nodes and Ray (one SSH round trip per node, then two on the head)."""
+    expected = (record.rehearsal or {}).get("hosts") or {}
+    hosts = [by_name[n] for n in record.nodes]
+
+    def look(host: HostSpec) -> str | None:
+        result = run_on(host, "npu-smi info", timeout=timeout)
+        if result.failure is not None:
+            return f"unreachable over SSH ({result.error})"
+        return node_problem((result.exit_code, result.stdout), expected.get(host.name))
+
+    results = fan_out(hosts, look, deadline=time.monotonic() + timeout + 10).results
+    health = Health({name: why for name, why in results.items() if why})
+    health.lost.update({h.name: "no answer over SSH" for h in hosts if h.name not in results})
+    if record.head in health.lost:
+        return health
+    head = by_name[record.head]
+    try:
+        seen = cluster.probe(head, node_layout(head.vars).python, record.dashboard, timeout)
+        for name, address in (record.addresses or {}).items():
+            if address not in seen.get("hosts", []) and name not in health.lost:
+                health.lost[name] = f"Ray counts its node ({address}) dead"
+        if record.submission_id:
+            health.job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard,
+                                            record.submission_id, timeout)
+    except cluster.LaunchError as exc:
+        health.lost[record.head] = f"Ray on the head does not answer: {exc}"
+    return health
+
+
+def loss_reason(lost: dict[str, str]) -> str:
+    return "; ".join(f"{name} lost during training: {why}" for name, why in sorted(lost.items()))
+
+
+def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str, str], on_node_loss: str,
+                say) -> None:
+    """Record the loss; with "stop", stop the job and Ray on the nodes still there and free their locks."""
+    reason = loss_reason(lost)
+    if on_node_loss == "keep":
+        record.reason = f"{reason} (kept running: --on-node-loss keep)"
+        record.save()
+        return
+    record.mark("failed", reason)
+    rest = [by_name[n] for n in record.nodes if n not in lost]
+    head = by_name[record.head]
+    if record.head not in lost and record.submission_id:
+        say(f"stopping job {record.submission_id}")
+        try:
+            cluster.job_stop(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
+        except cluster.LaunchError as exc:
+            say(f"the job did not stop: {exc}")
+    say(f"stopping Ray on {', '.join(h.name for h in rest) or 'no node'}")
+    errors = {h: e for h, e in cluster.ray_stop(rest, {h.name: node_layout(h.vars).ray for h in rest},
+                                                starters_of=record.node_dir).items() if e}
+    locks.release(rest, record.run_id)
+    left = sorted(lost) + sorted(errors)
+    record.mark("failed", f"{reason} (stopped on the rest; Ray and the lock left on {', '.join(left)}: "
+                          f"`dapo-ops stop {record.run_id}` retries)")
+
+
+def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: str, say) -> Health:
+    """Check a running run once and act on what is found: a loss is handled, an ended job reconciled."""
+    health = check(record, by_name)
+    if health.lost and record.state == "running" and "lost during training" not in (record.reason or ""):
+        handle_loss(record, by_name, health.lost, on_node_loss, say)
+    elif health.job is not None:
+        reconcile(record, health.job)
+    return health
