@@ -3,7 +3,6 @@ the arithmetic verl does not check, and an HBM estimate per NPU. Pure, except fo
 
 from __future__ import annotations
 
-import difflib
 import importlib.metadata
 import importlib.util
 import math
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from dapo_ops.job.override_hints import override_hint
 from dapo_ops.job.composed import Folded, fold
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
@@ -128,8 +128,7 @@ def _explain(message: str, base: dict) -> str:
     match = re.search(r"Could not override '([^']+)'", message)
     if match:
         key = match.group(1)
-        suggestion = difflib.get_close_matches(key, _leaf_keys(base), n=1, cutoff=0.75)
-        hint = f"; did you mean {suggestion[0]!r}?" if suggestion else ""
+        hint = override_hint(key, _leaf_keys(base))
         reason = "not a key of verl's configuration" if "not in struct" in message or "append" in message else \
             message.splitlines()[-1].strip()
         return f"override {key!r}: {reason}{hint}"

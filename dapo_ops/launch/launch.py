@@ -200,7 +200,7 @@ class _Launch:
             finally:
                 locks.release(self.hosts, record.run_id)
             if errors:
-                record.mark("failed", f"{record.reason} (Ray not stopped on: " + "; ".join(errors.values()) + "; "
+                record.mark("failed", f"{record.reason} (Ray and the run lock left on: " + "; ".join(errors.values()) + "; "
                             f"`dapo-ops stop {record.run_id}` retries)")
             if isinstance(exc, KeyboardInterrupt):
                 raise DapoError("launch interrupted; what was started has been torn down") from None

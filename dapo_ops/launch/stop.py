@@ -20,7 +20,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     hosts = [by_name[n] for n in record.nodes]
     head = by_name[record.head]
     ray = {h.name: node_layout(h.vars).ray for h in hosts}
-    if record.submission_id:
+    if record.submission_id and record.state == "running":  # an ended run's job is over (and its head may be down)
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")

@@ -4,6 +4,7 @@ Without root or sshd these tests are skipped, except when DAPO_OPS_REQUIRE_SIM=1
 missing prerequisite fails the run instead of passing it by skipping.
 """
 
+import json
 import os
 import shutil
 
@@ -25,7 +26,22 @@ def _missing() -> str | None:
     return None
 
 
+# Modules that share one site.yml-provisioned 2-node fleet (site_fleet), run one after the other so that no other
+# module's bring-up comes between them: test_provision first (it asserts on the first run), then test_launch.
+SITE_FLEET_MODULES = ("test_provision.py", "test_launch.py")
+
+
+def _module_order(item) -> int:
+    name = item.fspath.basename
+    return SITE_FLEET_MODULES.index(name) if name in SITE_FLEET_MODULES else -1
+
+
 def pytest_collection_modifyitems(config, items):
+    first = next((i for i, item in enumerate(items) if _module_order(item) >= 0), None)
+    if first is not None:  # the sharing modules together, where the first of them was, in the order above
+        sharing = sorted((item for item in items if _module_order(item) >= 0), key=_module_order)
+        rest = [item for item in items if _module_order(item) < 0]
+        items[:] = rest[:first] + sharing + rest[first:]
     reason = _missing()
     for item in items:
         if "integration" in str(item.fspath):
@@ -39,6 +55,42 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def sim() -> SimFleet:
     return SimFleet()
+
+
+class SiteFleet:
+    """A 2 x 16 fleet (node2 starting on firmware 7.5.0.1.129 and its driver) after one full site.yml run, shared by
+    SITE_FLEET_MODULES; provisioned again if another module brought the fleet down or up in the meantime."""
+
+    def __init__(self, sim: SimFleet):
+        self.sim = sim
+        self.first_run = None
+        self.pids = None
+
+    def _pids(self):
+        state = self.sim.load_state()
+        return None if state is None else [n.pid1 for n in state.nodes]
+
+    def ensure(self):
+        from dapo_ops.sim.fleet import FleetSpec
+
+        from .ansible_helpers import playbook
+        from .helpers import hosts, sh
+
+        if self.first_run is not None and self.pids is not None and self._pids() == self.pids:
+            return self.first_run
+        self.sim.down()
+        self.sim.up(FleetSpec(nodes=2, faults=("node2:firmware=7.5.0.1.129",)))
+        nodes = hosts()
+        boots = {name: json.loads(sh(h, "cat /dev/.dapo-sim/hw.json").stdout)["boots"] for name, h in nodes.items()}
+        rc, output, recap = playbook()
+        assert rc == 0, output[-3000:]
+        self.first_run, self.pids = (nodes, boots, recap), self._pids()
+        return self.first_run
+
+
+@pytest.fixture(scope="session")
+def site_fleet(sim) -> SiteFleet:
+    return SiteFleet(sim)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,6 +28,7 @@ def standin_stack_env(nodes, numpy="1.26.4"):
     site.yml run: the env (a venv at the layout's prefix holding the stand-in wheels, unpacked as pip would) and the
     CANN environment script (the ascend_cann role's template). For the audit's tests, whose subject is the audit."""
     import io
+    import os
     import tempfile
     from pathlib import Path
 
@@ -38,6 +39,7 @@ def standin_stack_env(nodes, numpy="1.26.4"):
     from dapo_ops.manifest import load_manifest
     from dapo_ops.paths import PROJECT_ROOT
     from dapo_ops.sim import wheels
+    from dapo_ops.stack import platform_tags, wheelhouse
     from dapo_ops.stackcheck import source_declared_version
 
     manifest = load_manifest()
@@ -47,6 +49,16 @@ def standin_stack_env(nodes, numpy="1.26.4"):
         built.append(wheels.build_wheel(Path(tmp), "verl", source_declared_version(manifest, "verl"),
                                         {"verl/__init__.py": ""}))
         built.append(wheels.build_wheel(Path(tmp), "numpy", numpy, {"numpy/__init__.py": f'__version__ = "{numpy}"\n'}))
+        have = {w.name.split("-")[0].replace("_", "-").lower() for w in built}
+        metadata = Path(tmp) / "metadata"  # the rest of the lock's closure, as pip leaves it: its dist-info alone
+        for package in platform_tags.select(wheelhouse.read_lock(wheels.source_lock(manifest)[0]),
+                                            os.uname().machine, manifest.python_version):
+            if package.name not in have:
+                info = metadata / f"{package.name.replace('-', '_')}-{package.version}.dist-info"
+                info.mkdir(parents=True)
+                (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.name}\n"
+                                               f"Version: {package.version}\n")
+        built.append(Path(__import__("shutil").make_archive(str(Path(tmp) / "closure"), "zip", metadata)))
         template = (PROJECT_ROOT / "roles" / "ascend_cann" / "templates" / "dapo-ops-env.sh.j2").read_text()
         for host in nodes.values():
             layout = node_layout(host.vars)
@@ -57,12 +69,13 @@ def standin_stack_env(nodes, numpy="1.26.4"):
             prefix = layout.python.rsplit("/bin/", 1)[0]
             conn = connect(host)
             try:
-                conn.run("rm -rf /root/standin-wheels && mkdir -p /root/standin-wheels", hide=True)
+                conn.run("rm -rf /root/standin-wheels && mkdir -p /root/standin-wheels", hide=True, in_stream=False)
                 for wheel in built:
                     conn.put(str(wheel), remote=f"/root/standin-wheels/{wheel.name}")
                 conn.put(io.BytesIO(script.encode()), remote=layout.env_script)
                 conn.run(f"rm -rf {prefix} && python3 -m venv --without-pip {prefix} && "
                          f"site=$({layout.python} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])') && "
-                         f"for w in /root/standin-wheels/*.whl; do python3 -m zipfile -e $w $site; done", hide=True)
+                         f"for w in /root/standin-wheels/*.whl /root/standin-wheels/closure.zip; do python3 -m zipfile -e $w $site; done", hide=True,
+                         in_stream=False)
             finally:
                 conn.close()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -10,9 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dapo_ops.manifest import load_manifest
+from dapo_ops.layout import node_layout
 from dapo_ops.sim.fleet import FleetSpec
-from dapo_ops.stackcheck import pinned_python_packages
 
 from .helpers import hosts, sh, sigint_as_at_a_terminal, standin_stack_env
 
@@ -26,14 +26,17 @@ def audit(*args, timeout=300):
 
 
 def provision_python_fact(nodes):
-    """The Python stack and the CANN environment script, and what the verify role records after a full site.yml
-    run (the HDK and CANN are preinstalled by the sim)."""
+    """The Python stack and the CANN environment script, and the record the verify role writes after a full
+    site.yml run (the HDK and CANN are preinstalled by the sim): the env's versions, imports clean."""
     standin_stack_env(nodes)
-    manifest = load_manifest()
-    fact = {"python": f"{manifest.python_version}.2", "import_errors": {}, "torch_cxx11_abi": True,
-            "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}
+    query = ("import importlib.metadata as m, json, sys\n"
+             "def v(n):\n    try: return m.version(n)\n    except m.PackageNotFoundError: return None\n"
+             "names = ('numpy', 'torch', 'torch_npu', 'vllm', 'vllm_ascend', 'verl', 'ray', 'protobuf')\n"
+             "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'import_errors': {},"
+             " 'torch_cxx11_abi': True, 'atb_cxx_abi': '1', 'packages': {n: v(n) for n in names}}))")
     for host in nodes.values():
-        sh(host, f"mkdir -p /etc/ansible/facts.d && echo '{json.dumps(fact)}' > /etc/ansible/facts.d/dapo_ops.fact")
+        python = node_layout(host.vars).python
+        sh(host, f"mkdir -p /etc/ansible/facts.d && {python} -c {shlex.quote(query)} > /etc/ansible/facts.d/dapo_ops.fact")
 
 
 @pytest.fixture(scope="module")

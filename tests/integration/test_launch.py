@@ -12,9 +12,7 @@ import pytest
 
 from dapo_ops.fleet.ssh import run_on
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec
 
-from .ansible_helpers import playbook
 from .helpers import hosts, sh, sigint_as_at_a_terminal
 
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
@@ -40,11 +38,9 @@ pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary d
 
 
 @pytest.fixture(scope="module")
-def fleet(sim):
-    sim.down()
-    sim.up(FleetSpec(nodes=2))
-    rc, output, _ = playbook()
-    assert rc == 0, output[-3000:]
+def fleet(site_fleet):
+    """The 2 x 16 fleet site.yml provisioned (shared with test_provision, conftest), the job's data staged."""
+    site_fleet.ensure()
     staged = cli("sim", "stage", JOB)
     assert staged.returncode == 0, staged.stderr
     return hosts()
@@ -144,9 +140,15 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
     deadline = time.monotonic() + 30
     while run_on(fleet["node2"], "true", timeout=10).error and time.monotonic() < deadline:
         time.sleep(1)
-    assert_torn_down(fleet)
     failed = json.loads(cli("runs", "--json").stdout)[-1]
     assert failed["state"] == "failed" and "node2" in failed["reason"] and "ray_up" not in failed["timestamps"]
+    # node2 was cut off during the teardown: its lock stays (held by the failed run) until `stop` retries
+    assert "Ray and the run lock left on: " in failed["reason"] and "`dapo-ops stop " in failed["reason"]
+    assert failed["run_id"] in sh(fleet["node2"], "cat /var/lib/dapo-ops/cluster.lock").stdout
+    stopped = cli("stop", failed["run_id"])
+    assert stopped.returncode == 0, stopped.stderr
+    assert_torn_down(fleet)
+    assert sh(fleet["node2"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
 def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
@@ -166,3 +168,111 @@ def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
     assert_torn_down(fleet)
     failed = json.loads(cli("runs", "--json").stdout)[-1]
     assert failed["state"] == "failed" and failed["reason"] == "interrupted"
+
+
+def put_wheel(host, tmp_path, dist, version):
+    """A pure-Python wheel of `dist` at `version` (no code), copied to the node: what `pip install` of another
+    release leaves in the env's metadata, which is what the audit reads."""
+    from dapo_ops.fleet.ssh import connect
+    from dapo_ops.sim.wheels import build_wheel
+
+    wheel = build_wheel(tmp_path, dist, version, {f"{dist}/__init__.py": f'__version__ = "{version}"\n'})
+    conn = connect(host)
+    try:
+        conn.put(str(wheel), remote=f"/root/{wheel.name}")
+    finally:
+        conn.close()
+    return f"/root/{wheel.name}"
+
+
+def set_npu_health(host, npu, health):
+    """The emulated npu-smi reads the node's hardware model on every call: a chip's health changes at run time."""
+    sh(host, "python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
+             f"d[\"npus\"][{npu}][\"health\"] = \"{health}\"; json.dump(d, open(p, \"w\"))'")
+
+
+def test_the_audit_reads_the_stack_live_and_the_launch_gate_refuses_before_any_change(fleet, tmp_path):
+    """F2, F4, F7: after site.yml verified the stack, node2's env gets numpy 2 and loses libhccl.so, node1's NPU 3
+    turns Critical. The verify record still says clean; the audit (live) says otherwise, and launch stops at it."""
+    from dapo_ops.layout import node_layout
+    from dapo_ops.manifest import load_manifest
+
+    node1, node2 = fleet["node1"], fleet["node2"]
+    pip = node_layout(node2.vars).pip
+    lib = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"
+    numpy_before = sh(node2, f"{pip} show numpy | sed -n 's/^Version: //p'").stdout.strip()
+    wheel = put_wheel(node2, tmp_path, "numpy", "2.2.6")
+    sh(node2, f"mv {lib} {lib}.hidden && {pip} install -q --no-deps --no-index {wheel}")
+    set_npu_health(node1, 3, "Critical")
+    try:
+        audited = cli("audit", "--json")
+        gate = cli("launch", JOB, "--nodes", "2")
+    finally:
+        set_npu_health(node1, 3, "OK")
+        sh(node2, f"mv {lib}.hidden {lib} && {pip} install -q --no-deps --force-reinstall numpy=={numpy_before}",
+           timeout=180)
+    assert audited.returncode == 1, audited.stderr
+    found = {(f["host"], f["code"], f["npu"]): f for f in json.loads(audited.stdout)["findings"]}
+    spec = load_manifest().packages["numpy"]
+    assert found[("node2", "stack-off-pin", None)]["severity"] == "error"
+    messages = [f["message"] for f in found.values() if f["host"] == "node2"]
+    assert f"numpy 2.2.6 does not satisfy numpy{spec}" in messages, messages
+    assert any(m.startswith("torch_npu does not import: ImportError: libhccl.so: cannot open shared object file")
+               for m in messages), messages
+    stale = found[("node2", "fact-file-stale", None)]
+    assert stale["severity"] == "warning" and f"numpy {numpy_before} (live 2.2.6)" in stale["message"]
+    assert found[("node1", "npu-unhealthy", 3)]["message"].endswith("health is Critical")
+    assert {k for k in found if k[0] == "node1"} == {("node1", "npu-unhealthy", 3)}
+    assert gate.returncode == 1 and "on the chosen nodes (use --force to launch anyway)" in gate.stderr, gate.stderr
+    assert "node2: numpy 2.2.6 does not satisfy" in gate.stderr and "node1: " in gate.stderr
+    for host in fleet.values():
+        assert ray_processes(host) == ""
+        assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+    assert cli("audit").returncode == 0  # restored
+
+
+def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_named_and_the_rest_stopped(
+        fleet, tmp_path):
+    """F14 and F17: a run "training" for minutes holds a lock on both nodes; a second launch and --break-lock are
+    refused while its Ray runs. node2 is cut off: `dapo-ops watch` names it, records the run failed and stops
+    Ray on node1, freeing node1's lock; `dapo-ops stop` cleans node2 once it is back."""
+    import yaml
+
+    spec = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
+    spec["env"].setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "600"
+    job = tmp_path / "long.yaml"
+    job.write_text(yaml.safe_dump(spec))
+    launched = cli("launch", str(job), "--nodes", "2", "--no-audit", "--json")
+    assert launched.returncode == 0, launched.stderr
+    run_id = json.loads(launched.stdout)["run_id"]
+    cut = False
+    try:
+        for host in fleet.values():
+            assert f'"run_id": "{run_id}"' in sh(host, "cat /var/lib/dapo-ops/cluster.lock").stdout
+        broken = cli("launch", JOB, "--nodes", "2", "--no-audit", "--break-lock")
+        assert broken.returncode == 1 and f"--break-lock refused: run {run_id}" in broken.stderr, broken.stderr
+        assert "Ray is running on node1, node2" in broken.stderr
+        status = cli("status", run_id, "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["ray_job_status"] == "RUNNING", status.stderr
+        for link in ("dapo2n", "data0"):
+            subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "down"], check=True)
+        cut = True
+        watched = cli("watch", run_id, "--interval", "3", timeout=240)
+    finally:
+        if cut:
+            for link in ("dapo2n", "data0"):
+                subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "up"], check=True)
+    assert watched.returncode == 1, watched.stdout + watched.stderr
+    last = watched.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"dapo-ops: run {run_id} failed: node2 lost during training: unreachable over SSH"), last
+    record = next(r for r in json.loads(cli("runs", "--json").stdout) if r["run_id"] == run_id)
+    assert record["state"] == "failed" and "Ray and the lock left on node2" in record["reason"]
+    assert ray_processes(fleet["node1"]) == ""
+    assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+    deadline = time.monotonic() + 30
+    while run_on(fleet["node2"], "true", timeout=10).error and time.monotonic() < deadline:
+        time.sleep(1)
+    stopped = cli("stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert_torn_down(fleet)
+    assert sh(fleet["node2"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1

@@ -6,12 +6,11 @@ import pytest
 
 from dapo_ops.ascend import npu_smi, npu_smi_board, version_files
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.fleet import FleetSpec
 from dapo_ops.stackcheck import pinned_python_packages, version_matches
 from packaging.version import Version
 
 from .ansible_helpers import playbook
-from .helpers import hosts, sh
+from .helpers import sh
 
 
 def boots(host):
@@ -19,15 +18,9 @@ def boots(host):
 
 
 @pytest.fixture(scope="module")
-def provisioned(sim):
-    """node1 fresh; node2 starts on firmware 7.5.0.1.129 (and its driver 24.1.rc3)."""
-    sim.down()
-    sim.up(FleetSpec(nodes=2, faults=("node2:firmware=7.5.0.1.129",)))
-    nodes = hosts()
-    boots_before = {name: boots(h) for name, h in nodes.items()}
-    rc, output, recap = playbook()
-    assert rc == 0, output[-3000:]
-    return nodes, boots_before, recap
+def provisioned(site_fleet):
+    """node1 fresh; node2 starts on firmware 7.5.0.1.129 (and its driver 24.1.rc3); one site.yml run (conftest)."""
+    return site_fleet.ensure()
 
 
 def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):

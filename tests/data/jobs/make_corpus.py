@@ -87,6 +87,10 @@ CHANGED = {
     # verl's configuration
     "misspelled-override-key": ({"extra_overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"]}, 2,
                                 "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),
+    "reward-key-of-a-newer-verl": ({"extra_overrides": ["reward.reward_kwargs.overlong_buffer_cfg.len=4096"]}, 2,
+                                   "verl moved it: the pinned verl has 'reward_model.overlong_buffer.len'"),
+    "key-under-another-parent": ({"extra_overrides": ["algorithm.max_num_gen_batches=10"]}, 2,
+                                 "did you mean 'algorithm.filter_groups.max_num_gen_batches'? (a key of that name"),
     "unlisted-plus-key": ({"extra_overrides": ["+trainer.surprise=1"]}, 2, "adds a key verl does not have"),
     "double-plus-key": ({"extra_overrides": ["++trainer.total_epochs=1"]}, 2, "adds a key verl does not have"),
     "eager-behind-the-spec": ({"extra_overrides": ["actor_rollout_ref.rollout.enforce_eager=True"]}, 2,
