@@ -197,6 +197,9 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     spec, hosts = place(spec, hosts)
     write(render(spec, pick_nodes(hosts, manifest, {h.name: h.address for h in hosts}), manifest), out)
     scripts = sorted(out.glob("nodes/*/*.sh"))
+    assert [s.relative_to(out).as_posix() for s in scripts] == [  # each one is checked below
+        "nodes/n1/entrypoint.sh", "nodes/n1/env.sh", "nodes/n1/ray-start.sh", "nodes/n1/submit.sh", "nodes/n2/env.sh",
+        "nodes/n2/ray-start.sh"]
     for script in scripts:
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
         if shellcheck_available():
