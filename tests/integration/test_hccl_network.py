@@ -46,7 +46,7 @@ def test_per_node_subnets_without_gateways_are_refused_before_any_change(fleet, 
     assert ("node1: RoCE plan: npu0-7 cannot reach the same NPUs of node2: subnets 10.20.1.0/24 and 10.20.2.0/24 "
             "differ and node1 and node2 set no gateway") in output
     assert "node2: RoCE plan: npu0-7 cannot reach the same NPUs of node1" in output
-    assert all(r["changed"] == 0 for r in recap.values()), recap
+    assert set(recap) == set(fleet) and all(r["changed"] == 0 for r in recap.values()), recap
     assert hccn_conf(fleet) == before
 
 
@@ -54,7 +54,7 @@ def test_with_gateways_every_npu_reaches_its_peer_and_a_second_run_changes_nothi
     inventory = plan_inventory(tmp_path / "p.yml")
     rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
     assert rc == 0, output[-3000:]
-    assert all(r["changed"] > 0 and r["failed"] == 0 for r in recap.values()), recap
+    assert set(recap) == set(fleet) and all(r["changed"] > 0 and r["failed"] == 0 for r in recap.values()), recap
     assert "8 NPUs reach their peers on node2" in output and "8 NPUs reach their peers on node1" in output
     conf = hccn_conf(fleet)
     for n in (1, 2):
@@ -65,12 +65,12 @@ def test_with_gateways_every_npu_reaches_its_peer_and_a_second_run_changes_nothi
     assert "3 packets transmitted, 3 received, 0.00% packet loss" in ping
 
     rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
-    assert rc == 0 and all(r["changed"] == 0 for r in recap.values()), recap
+    assert rc == 0 and set(recap) == set(fleet) and all(r["changed"] == 0 for r in recap.values()), recap
 
     # check mode reports a changed gateway without setting it
     rc, output, recap = playbook("--tags", "hccl", "--check",
                                  extra_inventory=plan_inventory(tmp_path / "c.yml", gateway_suffix=254))
-    assert rc == 0 and all(r["changed"] > 0 for r in recap.values()), recap
+    assert rc == 0 and set(recap) == set(fleet) and all(r["changed"] > 0 for r in recap.values()), recap
     assert "changed: [node1] => (item=-i 7 -gateway -s gateway 10.20.1.254)" in output
     assert hccn_conf(fleet) == conf
 

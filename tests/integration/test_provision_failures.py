@@ -22,7 +22,7 @@ def test_check_mode_on_a_fresh_fleet_changes_nothing(sim):
     before = {n: node_state(h) for n, h in nodes.items()}
     rc, output, recap = playbook("--check")
     assert rc == 0, output[-3000:]
-    assert all(r["changed"] > 0 for r in recap.values())  # it reports what would change
+    assert set(recap) == set(nodes) and all(r["changed"] > 0 for r in recap.values())  # it reports what would change
     assert "would run: bash" in output and "would download" in output
     assert {n: node_state(h) for n, h in nodes.items()} == before
 

@@ -17,6 +17,7 @@ from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.report import print_report, prometheus_text
 from dapo_ops.errors import UsageError
 from dapo_ops.manifest import load_manifest
+from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.stack.lock import parse_lock, platform_environment
 from dapo_ops.stack.lockgen import lock_dir
 
@@ -143,7 +144,7 @@ def test_a_lock_in_force_that_cannot_be_read_is_a_usage_error(manifest, tmp_path
     (tmp_path / platform.file).write_text("-e ./vllm\n")
     with pytest.raises(UsageError, match="does not parse"):
         load_locks(manifest, tmp_path)
-    assert lock_dir(manifest) != tmp_path  # the default reads the project's lock dir (previous test)
+    assert lock_dir(manifest) == PROJECT_ROOT / manifest.lock.dir  # the default: the project's lock dir, wherever run
     assert load_locks(replace(manifest, lock=None)) == {}
 
 

@@ -27,4 +27,6 @@ def test_validate(case, monkeypatch):
     if case["exit"]:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("dapo-ops: "), result.stderr
+        # the piece must be the message's own: the line also names the file, which alone must not contain it
+        assert case["message"] and case["message"] not in f"dapo-ops: job spec {JOBS / case['file']}:"
         assert case["message"] in lines[0], lines[0]

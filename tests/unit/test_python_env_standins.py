@@ -178,6 +178,7 @@ def test_sim_lock_keeps_every_locked_line_and_swaps_only_the_standins_hashes(man
     standins = wheels.standin_wheels(tmp_path, manifest)
     sim = parse_lock(wheels.render_sim_lock(lock_path.read_text(), lock_path.name, standins), "sim")
     assert {n: p.version for n, p in sim.items()} == {n: p.version for n, p in real.items()}
+    assert set(wheels.STANDIN_PACKAGES) <= set(sim)  # else the stand-in branch below checks nothing
     for name, package in sim.items():
         if name in wheels.STANDIN_PACKAGES:
             wheel = next(w for w in standins if w.name.startswith(name.replace("-", "_") + "-" + package.version))
