@@ -24,8 +24,12 @@ with direct.open(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1", timeout=10)
     nodes = json.load(response)["data"]["result"]["result"]
 alive = [n for n in nodes if n["state"] == "ALIVE"]
 print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_total"].get("NPU", 0) for n in alive),
-                                  "hosts": sorted(n["node_ip"] for n in alive)}))
+                                  "hosts": sorted(n["node_ip"] for n in alive),
+                                  "npu_by_host": {n["node_ip"]: n["resources_total"].get("NPU", 0) for n in alive}}))
 """
+# Once every node is in, Ray's count of a node's NPU does not change by waiting: a wrong one fails the wait after
+# this long (a node's resources come with its registration; the pause only rides out a probe racing it).
+SETTLED_SECONDS = 5
 # Any Ray process on the node (`ray stop` itself takes a second even when there is none).
 RAY_RUNNING = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
 
@@ -154,9 +158,17 @@ def probe(head: HostSpec, python: str, dashboard: str, timeout: float = 30) -> d
     raise LaunchError(f"asking Ray for its nodes on {head.name}: no answer")
 
 
-def wait_for_cluster(head: HostSpec, python: str, dashboard: str, nodes: int, npus: int, deadline: float) -> dict:
-    """Poll until Ray reports `nodes` alive nodes and `nodes * npus` NPU, or the deadline passes."""
-    last: dict = {}
+def npu_mismatch(seen: dict, addresses: dict[str, str], npus: int) -> list[str]:
+    """The nodes Ray counts another number of NPU on than the run needs (pure), as "node2 (10.0.0.2): 8"."""
+    by_ip = seen.get("npu_by_host") or {}
+    return [f"{name} ({ip}): {by_ip[ip]:.0f}" for name, ip in addresses.items() if ip in by_ip and by_ip[ip] != npus]
+
+
+def wait_for_cluster(head: HostSpec, python: str, dashboard: str, addresses: dict[str, str], npus: int,
+                     deadline: float) -> dict:
+    """Poll until Ray reports every node of `addresses` (node -> Ray address) alive with `npus` NPU each; fail at
+    the deadline, or at once (after SETTLED_SECONDS) when every node is in but some count is wrong."""
+    nodes, last, all_in_since = len(addresses), {}, None
     while True:
         try:
             last = probe(head, python, dashboard)
@@ -164,6 +176,12 @@ def wait_for_cluster(head: HostSpec, python: str, dashboard: str, nodes: int, np
             last = {"error": str(exc)}
         if last.get("alive") == nodes and last.get("npu") == nodes * npus:
             return last
+        wrong = npu_mismatch(last, addresses, npus) if last.get("alive") == nodes else []
+        all_in_since = (all_in_since or time.monotonic()) if wrong else None
+        if wrong and time.monotonic() - all_in_since >= SETTLED_SECONDS:
+            raise LaunchError(f"Ray counts other NPU totals than the {npus} per node the job needs on "
+                              f"{', '.join(wrong)}: that node's Ray was started with other resources "
+                              "(a RAY_OVERRIDE_RESOURCES in its environment, or a `ray start` by hand)")
         if time.monotonic() > deadline:
             raise LaunchError(f"Ray reports {last.get('alive', '?')} node(s) and {last.get('npu', '?')} NPU, "
                               f"expected {nodes} and {nodes * npus}: " + json.dumps(last))

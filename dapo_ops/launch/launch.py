@@ -155,7 +155,7 @@ class _Launch:
     def wait_for_ray(self) -> None:
         npus, record = self.spec.cluster.npus_per_node, self.record
         with self.steps.step(f"wait for {len(self.hosts)} node(s) and {self.ranks} NPU in Ray") as step:
-            seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, len(self.hosts), npus,
+            seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, record.addresses, npus,
                                             time.monotonic() + STEP_TIMEOUTS["cluster"])
             record.timestamps["ray_up"] = utc_now()
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")

@@ -157,7 +157,8 @@ def break_stale(hosts: list[HostSpec], bring_up_limit: float, timeout: float = 3
             ray_on.append(name)
     verdicts = {}
     for holder in {lock.run_id: lock for lock in holders.values()}.values():
-        ok, why = breakable(holder, ray_on, launcher_state(holder), bring_up_limit)
+        its_nodes = {name for name, lock in holders.items() if lock.run_id == holder.run_id} | set(holder.nodes)
+        ok, why = breakable(holder, [n for n in ray_on if n in its_nodes], launcher_state(holder), bring_up_limit)
         if not ok:
             raise LockError(f"--break-lock refused: {holder.describe()}: {why}")
         verdicts[holder.run_id] = why

@@ -34,6 +34,25 @@ def ray_processes(host):
     return sh(host, "ps -eo args | grep -E '[r]aylet|[g]cs_server' || true").stdout.strip()
 
 
+def inventory_copy(tmp_path, first=None, **host_vars):
+    """The simulated fleet's inventory, copied: `first` listed first (so it heads a launch), host_vars set."""
+    import shutil
+
+    import yaml
+
+    copy = tmp_path / "inventory"
+    shutil.copytree(PROJECT_ROOT / "inventory" / "sim", copy)
+    data = yaml.safe_load((copy / "hosts.yml").read_text())
+    nodes = data["all"]["children"]["npu_nodes"]["hosts"]
+    if first:
+        nodes = {first: nodes[first], **{k: v for k, v in nodes.items() if k != first}}
+    for name, values in host_vars.items():
+        nodes[name].update(values)
+    data["all"]["children"]["npu_nodes"]["hosts"] = nodes
+    (copy / "hosts.yml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(copy)
+
+
 pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary directory (conftest)
 
 
@@ -90,8 +109,31 @@ def test_launch_status_logs_stop(fleet, runs_dir):
 
 
 def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
-    result = cli("launch", JOB, "--nodes", "2", "--rehearse-only", "--no-audit", "--json")
+    """F14: a lock left on node1 by a launch of this controller that died is named and broken with --break-lock;
+    a Ray someone started by hand on node2 is stopped before the run's own starts."""
+    import socket
+
+    from dapo_ops.layout import node_layout
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = json.dumps({"run_id": "stale-run", "controller": socket.gethostname(), "pid": dead.pid, "pid_start": 1,
+                        "created": "2026-01-01T00:00:00Z", "nodes": ["node1"]})
+    sh(fleet["node1"], f"mkdir -p /var/lib/dapo-ops && printf '%s\\n' '{stale}' > /var/lib/dapo-ops/cluster.lock")
+    refused = cli("launch", JOB, "--nodes", "2", "--rehearse-only", "--no-audit")
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"dapo-ops: node1 is locked by run stale-run (launched from {socket.gethostname()}, pid {dead.pid}, at "
+        f"2026-01-01T00:00:00Z) — its launcher (pid {dead.pid} on {socket.gethostname()}) is gone and no Ray runs "
+        "on its nodes; rerun with --break-lock")
+    node2 = fleet["node2"]
+    sh(node2, f"source {node_layout(node2.vars).env_script} && {node_layout(node2.vars).ray} start --head "
+              "--port=6399 --num-cpus=1 --include-dashboard=false --disable-usage-stats >/dev/null", timeout=120)
+    assert ray_processes(node2)
+    result = cli("launch", JOB, "--nodes", "2", "--rehearse-only", "--no-audit", "--break-lock", "--json")
     assert result.returncode == 0, result.stderr
+    assert "broke the lock of run stale-run: its launcher" in result.stderr
+    assert "stop Ray leftovers" in result.stderr
     record = json.loads(result.stdout)
     assert record["state"] == "rehearsed" and record["submission_id"] is None
     assert record["rehearsal"]["backend"] == "tcp" and len(record["rehearsal"]["per_rank"]) == 32
@@ -252,6 +294,14 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
         broken = cli("launch", JOB, "--nodes", "2", "--no-audit", "--break-lock")
         assert broken.returncode == 1 and f"--break-lock refused: run {run_id}" in broken.stderr, broken.stderr
         assert "Ray is running on node1, node2" in broken.stderr
+        other_head = cli("launch", JOB, "--nodes", "2", "--no-audit", "-i", inventory_copy(tmp_path, first="node2"))
+        assert "(head node2)" in other_head.stderr, other_head.stderr
+        assert other_head.returncode == 1 and f"node1, node2 are locked by run {run_id}" in other_head.stderr, \
+            other_head.stderr
+        other_head = cli("launch", JOB, "--nodes", "2", "--no-audit", "-i", inventory_copy(tmp_path, first="node2"))
+        assert "(head node2)" in other_head.stderr, other_head.stderr
+        assert other_head.returncode == 1 and f"node1, node2 are locked by run {run_id}" in other_head.stderr, \
+            other_head.stderr
         status = cli("status", run_id, "--json")
         assert status.returncode == 0 and json.loads(status.stdout)["ray_job_status"] == "RUNNING", status.stderr
         for link in ("dapo2n", "data0"):
@@ -276,3 +326,48 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
     assert stopped.returncode == 0, stopped.stderr
     assert_torn_down(fleet)
     assert sh(fleet["node2"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+
+
+CORPUS = PROJECT_ROOT / "tests" / "data" / "jobs"
+
+
+@pytest.mark.parametrize("case, message", [
+    ("misspelled-override-key", "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),  # F10
+    ("reward-key-of-a-newer-verl", "verl moved it: the pinned verl has 'reward_model.overlong_buffer.len'"),  # F10
+    ("sp-not-dividing-world", "does not divide the world size 32"),  # F11
+    ("actor-phase-beyond-hbm", "the actor phase needs about"),  # F12
+])
+def test_launch_refuses_what_validate_refuses_before_any_node_is_touched(fleet, case, message):
+    result = cli("launch", str(CORPUS / f"{case}.yaml"), "--nodes", "2")
+    assert result.returncode == 2 and message in result.stderr.strip().splitlines()[-1], result.stderr
+    assert "lock node1" not in result.stderr
+    for host in fleet.values():
+        assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+
+
+def test_a_nic_that_does_not_exist_is_refused_naming_host_and_variable(fleet, tmp_path):
+    """F9: the inventory names a NIC node2 does not have for HCCL (and GLOO, which uses the same)."""
+    result = cli("launch", JOB, "--nodes", "2", "-i", inventory_copy(tmp_path, node2={"dapo_hccl_ifname": "eth9"}))
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("dapo-ops: node2: dapo_hccl_ifname eth9: ") and "or set dapo_hccl_ip" in last, last
+    assert "lock node1" not in result.stderr
+
+
+def test_a_node_whose_ray_counts_fewer_npu_fails_the_launch_naming_it(fleet):
+    """F13: node2's environment script makes its Ray count 8 NPU (Ray's RAY_OVERRIDE_RESOURCES, read by
+    ray/_private/node.py when the node starts): the launch stops once both nodes are in, naming node2."""
+    from dapo_ops.layout import node_layout
+
+    script = node_layout(fleet["node2"].vars).env_script
+    sh(fleet["node2"], f"cp {script} {script}.orig && echo \"export RAY_OVERRIDE_RESOURCES='{{\\\"NPU\\\": 8}}'\" >> {script}")
+    try:
+        result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--rehearse-only")
+    finally:
+        sh(fleet["node2"], f"mv {script}.orig {script}")
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Ray counts other NPU totals than the 16 per node the job needs on node2 (" in last, last
+    assert last.endswith("): 8: that node's Ray was started with other resources (a RAY_OVERRIDE_RESOURCES in its "
+                         "environment, or a `ray start` by hand)"), last
+    assert_torn_down(fleet)
