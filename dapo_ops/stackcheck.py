@@ -15,12 +15,21 @@ def source_declared_version(manifest: StackManifest, key: str) -> str:
     return str(source.extra.get("declared_version") or source.version)
 
 
+def vllm_built_version(manifest: StackManifest) -> str:
+    """The version vLLM built from its checkout reports: built with VLLM_TARGET_DEVICE=<target> for no device, its
+    setup.py get_vllm_version() appends the local label +<target> ("+empty"). A vLLM without it was built for a
+    device (a wheel from the registry, or a build with another VLLM_TARGET_DEVICE), which the pin excludes."""
+    version = source_declared_version(manifest, "vllm")
+    target = (manifest.source("vllm").extra.get("build_env") or {}).get("VLLM_TARGET_DEVICE")
+    return f"{version}+{target}" if target else version
+
+
 def pinned_python_packages(manifest: StackManifest) -> dict[str, str]:
     """Distribution -> the version the installed distribution must report (compare with version_matches)."""
     return {
         "torch": manifest.pinned_version("torch"),
         "torch_npu": manifest.pinned_version("torch_npu"),
-        "vllm": source_declared_version(manifest, "vllm"),
+        "vllm": vllm_built_version(manifest),
         "vllm_ascend": source_declared_version(manifest, "vllm_ascend"),
         "verl": source_declared_version(manifest, "verl"),
     }
@@ -57,6 +66,20 @@ def atb_cxx_abi(installed: dict) -> str | None:
     return None
 
 
+def _off_pin(dist: str, have: str, want: str) -> str:
+    """The message for a distribution off its pin; a vLLM of the pinned release without the build's local label
+    was built for a device (vllm_built_version)."""
+    try:
+        same_release = Version(have).public == Version(want).public and Version(want).local is not None
+    except InvalidVersion:
+        same_release = False
+    if dist == "vllm" and same_release:
+        target = Version(want).local
+        return (f"vllm {have} was built for a device, not with VLLM_TARGET_DEVICE={target} (that build reports "
+                f"{want}); reinstall it from its checkout with site.yml")
+    return f"{dist} is {have}, the manifest pins {want}"
+
+
 def python_stack_problems(installed: dict, manifest: StackManifest) -> list[str]:
     """Problems with `installed` ({python, packages, import_errors, torch_cxx11_abi, atb_cxx_abi}); [] = pinned."""
     problems = [f"{module} does not import: {error}" for module, error in sorted((installed.get("import_errors") or {}).items())]
@@ -66,7 +89,7 @@ def python_stack_problems(installed: dict, manifest: StackManifest) -> list[str]
         if have is None:
             problems.append(f"{dist} is not installed (the manifest pins {want})")
         elif not version_matches(have, want):
-            problems.append(f"{dist} is {have}, the manifest pins {want}")
+            problems.append(_off_pin(dist, have, want))
     numpy_spec = manifest.packages.get("numpy", "")
     numpy = packages.get("numpy")
     if numpy_spec and numpy is not None:

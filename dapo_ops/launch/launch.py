@@ -116,12 +116,8 @@ class _Launch:
             try:
                 locks.acquire(self.hosts, record.run_id)
             except locks.ClusterLocked as exc:
-                holder = exc.holder
-                record.mark("failed", f"locked by {holder.describe()}")
-                gone, why = locks.breakable(holder, [], locks.launcher_state(holder), BRING_UP_LIMIT)
-                hint = (f" — {why}; rerun with --break-lock" if gone and holder.run_id != "unknown" else
-                        f"; `dapo-ops stop {holder.run_id}` tears its Ray cluster down and frees the nodes")
-                raise DapoError(f"{exc}{hint}") from None
+                record.mark("failed", f"locked by {exc.holder.describe()}")
+                raise DapoError(locks.describe_refusal(exc, self.hosts, BRING_UP_LIMIT)) from None
             step.done(f"held by run {record.run_id} on {len(self.hosts)} node(s)")
 
     def push(self, job_file: Path) -> None:

@@ -138,6 +138,22 @@ def release(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> None:
             deadline=time.monotonic() + timeout + 5)
 
 
+def ray_nodes(hosts: list[HostSpec], timeout: float = 30) -> list[str]:
+    """The nodes where a Ray process runs (a node that does not answer counts: nothing proves it has none)."""
+    check = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
+    results = fan_out(hosts, lambda host: run_on(host, check, timeout=timeout)).results
+    return [h.name for h in hosts if h.name not in results or results[h.name].failure is not None
+            or results[h.name].exit_code == 0]
+
+
+def describe_refusal(exc: ClusterLocked, hosts: list[HostSpec], bring_up_limit: float) -> str:
+    """The one line for a launch refused by a lock: the holder, and whether --break-lock would remove it."""
+    holder = exc.holder
+    held = [h for h in hosts if h.name in exc.held]
+    gone, why = breakable(holder, ray_nodes(held), launcher_state(holder), bring_up_limit)
+    return f"{exc} — {why}; rerun with --break-lock" if gone else f"{exc}; {why}"
+
+
 def break_stale(hosts: list[HostSpec], bring_up_limit: float, timeout: float = 30) -> list[str]:
     """Remove the locks on these nodes whose holders are provably gone; LockError (changing nothing) when a holder
     is not. Returns a line per holder removed."""

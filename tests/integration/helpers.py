@@ -40,12 +40,13 @@ def standin_stack_env(nodes, numpy="1.26.4"):
     from dapo_ops.paths import PROJECT_ROOT
     from dapo_ops.sim import wheels
     from dapo_ops.stack import platform_tags, wheelhouse
-    from dapo_ops.stackcheck import source_declared_version
+    from dapo_ops.stackcheck import source_declared_version, vllm_built_version
 
     manifest = load_manifest()
     with tempfile.TemporaryDirectory() as tmp:
         built = [w for w in wheels.standin_wheels(Path(tmp), manifest)
-                 if w.name.split("-")[0] in ("torch", "torch_npu", "vllm", "vllm_ascend")]
+                 if w.name.split("-")[0] in ("torch", "torch_npu", "vllm_ascend")]
+        built.append(wheels.build_wheel(Path(tmp), "vllm", vllm_built_version(manifest), {"vllm/__init__.py": ""}))
         built.append(wheels.build_wheel(Path(tmp), "verl", source_declared_version(manifest, "verl"),
                                         {"verl/__init__.py": ""}))
         built.append(wheels.build_wheel(Path(tmp), "numpy", numpy, {"numpy/__init__.py": f'__version__ = "{numpy}"\n'}))
@@ -79,3 +80,27 @@ def standin_stack_env(nodes, numpy="1.26.4"):
                          in_stream=False)
             finally:
                 conn.close()
+
+
+def put_wheel(host, directory, dist, version):
+    """A pure-Python wheel of `dist` at `version` (a package with only __version__), copied to the node: what a
+    `pip install` of another build leaves in the env. Returns its path on the node."""
+    from dapo_ops.fleet.ssh import connect
+    from dapo_ops.sim.wheels import build_wheel
+
+    wheel = build_wheel(directory, dist, version, {f"{dist}/__init__.py": f'__version__ = "{version}"\n'})
+    conn = connect(host)
+    try:
+        conn.put(str(wheel), remote=f"/root/{wheel.name}")
+    finally:
+        conn.close()
+    return f"/root/{wheel.name}"
+
+
+def set_npu(host, npu, **values):
+    """The emulated npu-smi and hccn_tool read the node's hardware model on every call: change an NPU at run time."""
+    import json
+
+    sh(host, f"python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
+             f"d[\"npus\"][{npu}].update(json.loads(sys.argv[1])); json.dump(d, open(p, \"w\"))' "
+             f"'{json.dumps(values)}'")

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from dapo_ops.layout import node_layout
+from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 
 from .helpers import hosts, sh, sigint_as_at_a_terminal, standin_stack_env
@@ -104,6 +105,14 @@ def test_each_fault_is_found_on_its_host_and_npu(faulty_fleet):
     assert ("incompatible", None) in node3 and {("npu-incompatible", n) for n in range(8)} <= node3
     hot = next(f for f in report["findings"] if f["code"] == "npu-hot")
     assert hot["severity"] == "warning" and hot["actual"] == "97"
+    # F1 and F7 as the user reads them
+    message = {(f["host"], f["code"], f["npu"]): f["message"] for f in report["findings"]}
+    pinned = load_manifest().artifact("firmware").version
+    assert message[("node2", "firmware-off-pin", None)] == f"firmware is 7.5.0.1.129, the stack pins {pinned}"
+    assert "is outside the driver" in message[("node3", "incompatible", None)]
+    assert message[("node1", "npu-unhealthy", 3)].endswith("health is Warning")
+    human = audit()
+    assert human.returncode == 1 and "firmware is 7.5.0.1.129, the stack pins" in human.stdout
 
 
 def test_bundle_round_trip_gives_the_same_findings(faulty_fleet, tmp_path):

@@ -1,13 +1,17 @@
 """The hccl_network role on the simulated fleet: the RoCE plan is checked before any change, gateways and
 netdetect are set (persisted in /etc/hccn.conf), every NPU pings its peer NPU on the other node."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 import yaml
 
 from dapo_ops.sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
-from .helpers import hosts, sh
+from .helpers import hosts, set_npu, sh
 
 SPEC = FleetSpec(nodes=2, npus_per_node=8, provisioned=True)  # the audit tests' fleet: reused when it is up
 HCCN = "/usr/local/Ascend/driver/tools/hccn_tool"
@@ -73,6 +77,30 @@ def test_with_gateways_every_npu_reaches_its_peer_and_a_second_run_changes_nothi
     assert rc == 0 and set(recap) == set(fleet) and all(r["changed"] > 0 for r in recap.values()), recap
     assert "changed: [node1] => (item=-i 7 -gateway -s gateway 10.20.1.254)" in output
     assert hccn_conf(fleet) == conf
+
+
+def test_a_down_link_a_faulty_nic_and_a_missing_address_are_named_by_the_audit_and_the_role(fleet, tmp_path):
+    """F8 on a configured fleet: node2's npu4 link goes DOWN, npu6 reports net health Fault, npu5 loses its
+    device IP. The audit names all three; site.yml's hccl layer puts the address back and fails on the other two,
+    naming the host and NPUs, while node1 passes."""
+    node2 = fleet["node2"]
+    set_npu(node2, 4, link="DOWN")
+    set_npu(node2, 6, net_health="Fault")
+    set_npu(node2, 5, device_ip=None)
+    try:
+        audited = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--npus-per-node", "8"],
+                                 capture_output=True, text=True, timeout=300)
+        rc, output, recap = playbook("--tags", "hccl", extra_inventory=plan_inventory(tmp_path / "p.yml"))
+    finally:
+        set_npu(node2, 4, link="UP")
+        set_npu(node2, 6, net_health="Success")
+    assert audited.returncode == 1, audited.stderr
+    found = {(f["host"], f["npu"], f["code"]): f for f in json.loads(audited.stdout)["findings"] if f["component"] == "nic"}
+    assert set(found) == {("node2", 4, "link-down"), ("node2", 6, "net-unhealthy"), ("node2", 5, "no-device-ip")}
+    assert found[("node2", 6, "net-unhealthy")]["message"] == "NPU 6 NIC net health is Fault"
+    assert rc == 2 and recap["node2"]["failed"] == 1 and recap["node1"]["failed"] == 0, output[-3000:]
+    assert "node2: npu4: link DOWN; npu6: net health Fault" in " ".join(output.split())
+    assert "address_5=10.20.2.16" in sh(node2, "cat /etc/hccn.conf").stdout
 
 
 def test_a_cut_off_npu_port_fails_the_ping_naming_host_npu_and_peer(sim, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from dapo_ops.fleet.ssh import run_on
 from dapo_ops.paths import PROJECT_ROOT
 
-from .helpers import hosts, sh, sigint_as_at_a_terminal
+from .helpers import hosts, put_wheel, set_npu, sh, sigint_as_at_a_terminal
 
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
 
@@ -212,27 +212,6 @@ def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
     assert failed["state"] == "failed" and failed["reason"] == "interrupted"
 
 
-def put_wheel(host, tmp_path, dist, version):
-    """A pure-Python wheel of `dist` at `version` (no code), copied to the node: what `pip install` of another
-    release leaves in the env's metadata, which is what the audit reads."""
-    from dapo_ops.fleet.ssh import connect
-    from dapo_ops.sim.wheels import build_wheel
-
-    wheel = build_wheel(tmp_path, dist, version, {f"{dist}/__init__.py": f'__version__ = "{version}"\n'})
-    conn = connect(host)
-    try:
-        conn.put(str(wheel), remote=f"/root/{wheel.name}")
-    finally:
-        conn.close()
-    return f"/root/{wheel.name}"
-
-
-def set_npu_health(host, npu, health):
-    """The emulated npu-smi reads the node's hardware model on every call: a chip's health changes at run time."""
-    sh(host, "python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
-             f"d[\"npus\"][{npu}][\"health\"] = \"{health}\"; json.dump(d, open(p, \"w\"))'")
-
-
 def test_the_audit_reads_the_stack_live_and_the_launch_gate_refuses_before_any_change(fleet, tmp_path):
     """F2, F4, F7: after site.yml verified the stack, node2's env gets numpy 2 and loses libhccl.so, node1's NPU 3
     turns Critical. The verify record still says clean; the audit (live) says otherwise, and launch stops at it."""
@@ -242,27 +221,35 @@ def test_the_audit_reads_the_stack_live_and_the_launch_gate_refuses_before_any_c
     node1, node2 = fleet["node1"], fleet["node2"]
     pip = node_layout(node2.vars).pip
     lib = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"
-    numpy_before = sh(node2, f"{pip} show numpy | sed -n 's/^Version: //p'").stdout.strip()
-    wheel = put_wheel(node2, tmp_path, "numpy", "2.2.6")
-    sh(node2, f"mv {lib} {lib}.hidden && {pip} install -q --no-deps --no-index {wheel}")
-    set_npu_health(node1, 3, "Critical")
+    before = {dist: sh(node2, f"{pip} show {dist} | sed -n 's/^Version: //p'").stdout.strip()
+              for dist in ("numpy", "protobuf")}
+    wheels = [put_wheel(node2, tmp_path, "numpy", "2.2.6"), put_wheel(node2, tmp_path, "protobuf", "3.20.3")]
+    # PIP_CONFIG_FILE=/dev/null: past the env's pip.conf, whose constraint (the lock) refuses these versions
+    sh(node2, f"mv {lib} {lib}.hidden && PIP_CONFIG_FILE=/dev/null {pip} install -q --no-deps --no-index "
+              f"{' '.join(wheels)}")
+    set_npu(node1, 3, health="Critical")
     try:
         audited = cli("audit", "--json")
         gate = cli("launch", JOB, "--nodes", "2")
     finally:
-        set_npu_health(node1, 3, "OK")
-        sh(node2, f"mv {lib}.hidden {lib} && {pip} install -q --no-deps --force-reinstall numpy=={numpy_before}",
-           timeout=180)
+        set_npu(node1, 3, health="OK")
+        sh(node2, f"mv {lib}.hidden {lib} && {pip} install -q --no-deps --force-reinstall "
+                  f"numpy=={before['numpy']} protobuf=={before['protobuf']}", timeout=180)
     assert audited.returncode == 1, audited.stderr
     found = {(f["host"], f["code"], f["npu"]): f for f in json.loads(audited.stdout)["findings"]}
     spec = load_manifest().packages["numpy"]
     assert found[("node2", "stack-off-pin", None)]["severity"] == "error"
-    messages = [f["message"] for f in found.values() if f["host"] == "node2"]
+    messages = [f["message"] for f in json.loads(audited.stdout)["findings"] if f["host"] == "node2"]
     assert f"numpy 2.2.6 does not satisfy numpy{spec}" in messages, messages
     assert any(m.startswith("torch_npu does not import: ImportError: libhccl.so: cannot open shared object file")
                for m in messages), messages
     stale = found[("node2", "fact-file-stale", None)]
-    assert stale["severity"] == "warning" and f"numpy {numpy_before} (live 2.2.6)" in stale["message"]
+    assert stale["severity"] == "warning" and f"numpy {before['numpy']} (live 2.2.6)" in stale["message"]
+    # F6: a protobuf other than the lock's (what another package's requirements can pull in) is named by the lock
+    off_lock = {f["component"]: f["message"] for f in json.loads(audited.stdout)["findings"]
+                if f["host"] == "node2" and f["code"] == "dist-off-lock"}
+    assert set(off_lock) == {"numpy", "protobuf"}, off_lock
+    assert off_lock["protobuf"].startswith("protobuf is 3.20.3, the ") and before["protobuf"] in off_lock["protobuf"]
     assert found[("node1", "npu-unhealthy", 3)]["message"].endswith("health is Critical")
     assert {k for k in found if k[0] == "node1"} == {("node1", "npu-unhealthy", 3)}
     assert gate.returncode == 1 and "on the chosen nodes (use --force to launch anyway)" in gate.stderr, gate.stderr
@@ -287,7 +274,7 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
     launched = cli("launch", str(job), "--nodes", "2", "--no-audit", "--json")
     assert launched.returncode == 0, launched.stderr
     run_id = json.loads(launched.stdout)["run_id"]
-    cut = False
+    cut, watched = False, None
     try:
         for host in fleet.values():
             assert f'"run_id": "{run_id}"' in sh(host, "cat /var/lib/dapo-ops/cluster.lock").stdout
@@ -295,11 +282,11 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
         assert broken.returncode == 1 and f"--break-lock refused: run {run_id}" in broken.stderr, broken.stderr
         assert "Ray is running on node1, node2" in broken.stderr
         other_head = cli("launch", JOB, "--nodes", "2", "--no-audit", "-i", inventory_copy(tmp_path, first="node2"))
-        assert "(head node2)" in other_head.stderr, other_head.stderr
+        assert "(head node2)" in other_head.stdout + other_head.stderr, other_head.stdout + other_head.stderr
         assert other_head.returncode == 1 and f"node1, node2 are locked by run {run_id}" in other_head.stderr, \
             other_head.stderr
         other_head = cli("launch", JOB, "--nodes", "2", "--no-audit", "-i", inventory_copy(tmp_path, first="node2"))
-        assert "(head node2)" in other_head.stderr, other_head.stderr
+        assert "(head node2)" in other_head.stdout + other_head.stderr, other_head.stdout + other_head.stderr
         assert other_head.returncode == 1 and f"node1, node2 are locked by run {run_id}" in other_head.stderr, \
             other_head.stderr
         status = cli("status", run_id, "--json")
@@ -312,6 +299,8 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
         if cut:
             for link in ("dapo2n", "data0"):
                 subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "up"], check=True)
+        if watched is None:  # failed before the watch: the run would hold both nodes for the next tests
+            cli("stop", run_id)
     assert watched.returncode == 1, watched.stdout + watched.stderr
     last = watched.stderr.strip().splitlines()[-1]
     assert last.startswith(f"dapo-ops: run {run_id} failed: node2 lost during training: unreachable over SSH"), last
@@ -370,4 +359,22 @@ def test_a_node_whose_ray_counts_fewer_npu_fails_the_launch_naming_it(fleet):
     assert "Ray counts other NPU totals than the 16 per node the job needs on node2 (" in last, last
     assert last.endswith("): 8: that node's Ray was started with other resources (a RAY_OVERRIDE_RESOURCES in its "
                          "environment, or a `ray start` by hand)"), last
+    assert_torn_down(fleet)
+
+
+def test_a_node_whose_cann_environment_is_not_sourced_fails_the_rehearsal_naming_it(fleet):
+    """F2 at the rehearsal: node2's CANN environment script sources nothing (emptied), so Ray and every actor on
+    node2 run without it; the rehearsal names the first rank there and the variable."""
+    from dapo_ops.layout import node_layout
+
+    script = node_layout(fleet["node2"].vars).env_script
+    sh(fleet["node2"], f"cp {script} {script}.orig && : > {script}")
+    try:
+        result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--rehearse-only")
+    finally:
+        sh(fleet["node2"], f"mv {script}.orig {script}")
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("dapo-ops: rehearsal failed: rank 16 on node2: ASCEND_TOOLKIT_HOME is not set (the CANN "
+                           "environment was not sourced)"), last
     assert_torn_down(fleet)

@@ -160,3 +160,56 @@ def test_a_moved_tag_is_refused_naming_both_commits(provisioned):
                              json.dumps({"dapo_source_commits": {"verl": wrong}}))
     manifest = load_manifest()
     assert rc != 0 and f"tag {manifest.source('verl').ref} is at commit" in output and wrong in output, output[-3000:]
+
+
+def test_a_stack_broken_after_provisioning_fails_verify_and_the_audit_and_a_rerun_re_pins_it(provisioned, tmp_path):
+    """F2, F3, F4 after site.yml: on node1 CANN's libhccl.so goes missing, numpy 2 and another torch_npu build
+    come in (as a `pip install` of something else, or vllm-ascend pulling its own torch_npu, would do). verify and
+    the audit name each; the python layer re-pins both packages and verify passes again."""
+    import subprocess
+    import sys
+
+    from dapo_ops.layout import node_layout
+    from dapo_ops.paths import PROJECT_ROOT
+
+    from .helpers import put_wheel
+
+    nodes, _, _ = provisioned
+    node1 = nodes["node1"]
+    pip = node_layout(node1.vars).pip
+    lib = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"
+    wheels = [put_wheel(node1, tmp_path, "numpy", "2.2.6"), put_wheel(node1, tmp_path, "torch_npu", "2.7.1.post9")]
+    # PIP_CONFIG_FILE=/dev/null: past the env's pip.conf, whose constraint (the lock) refuses these versions
+    sh(node1, f"mv {lib} {lib}.hidden && PIP_CONFIG_FILE=/dev/null {pip} install -q --no-deps --no-index "
+              f"{' '.join(wheels)}", timeout=180)
+    try:
+        rc, output, _ = playbook("--tags", "verify", "--limit", "node1")
+        flat = " ".join(output.split())
+        assert rc == 2, output[-3000:]
+        assert "torch_npu does not import: ImportError: libhccl.so: cannot open shared object file" in flat, flat[-3000:]
+        assert "numpy 2.2.6 does not satisfy numpy<2" in flat and "torch_npu is 2.7.1.post9, the manifest pins" in flat
+        audited = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--limit", "node1"],
+                                 cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert audited.returncode == 1, audited.stderr
+        messages = [f["message"] for f in json.loads(audited.stdout)["findings"]]
+        assert "torch_npu is 2.7.1.post9, the manifest pins 2.7.1" in messages, messages
+        assert any(m.startswith("torch_npu does not import: ImportError: libhccl.so") for m in messages), messages
+    finally:
+        sh(node1, f"mv {lib}.hidden {lib}")
+    rc, output, recap = playbook("--tags", "python,verify", "--limit", "node1")
+    assert rc == 0, output[-3000:]
+    assert task_results(output, "Install torch_npu") == {"node1": "changed"}
+    versions = json.loads(sh(node1, f"{pip} list --format json").stdout)
+    installed = {d["name"].lower().replace("_", "-"): d["version"] for d in versions}
+    assert installed["numpy"] != "2.2.6" and installed["torch-npu"] == load_manifest().pinned_version("torch_npu")
+
+
+def test_vllm_checked_out_inside_vllm_ascend_is_refused_before_any_change(provisioned):
+    """F5: the two checkouts in one another break the vllm / vllm_ascend imports; the vllm layer refuses first."""
+    nested = "/opt/dapo-ops/src/vllm-ascend/vllm-official"
+    rc, output, recap = playbook("--tags", "vllm", "--limit", "node1", "-e", f"vllm_official_dir={nested}")
+    flat = " ".join(output.split())
+    assert rc == 2 and recap["node1"]["failed"] == 1 and recap["node1"]["changed"] == 0, output[-3000:]
+    assert f"vllm_official_dir ({nested}) and vllm_ascend_dir" in flat and "must be separate directories" in flat
+    nodes, _, _ = provisioned
+    assert sh(nodes["node1"], f"test -e {nested}", ok=False).exit_code == 1

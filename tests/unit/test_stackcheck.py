@@ -28,6 +28,11 @@ def test_local_version_labels_are_the_same_release(pinned, manifest):
 @pytest.mark.parametrize("change, expected", [
     (lambda s: s["packages"].update(torch_npu="2.7.1.dev20250724"), "torch_npu is 2.7.1.dev20250724, the manifest pins"),
     (lambda s: s["packages"].update(vllm=None), "vllm is not installed"),
+    # vLLM's own release from the registry, or a build for a device: no +empty label (F5)
+    (lambda s: s["packages"].update(vllm=s["packages"]["vllm"].split("+")[0]),
+     "was built for a device, not with VLLM_TARGET_DEVICE=empty (that build reports"),
+    (lambda s: s["packages"].update(vllm=s["packages"]["vllm"].split("+")[0] + "+cu129"),
+     "was built for a device, not with VLLM_TARGET_DEVICE=empty"),
     (lambda s: s["packages"].update(numpy="2.0.2"), "numpy 2.0.2 does not satisfy numpy<2"),
     (lambda s: s.update(python="3.12.1"), "python 3.12.1 is not"),
     (lambda s: s.update(atb_cxx_abi="0"), "--cxx_abi=0 but torch uses the C++11 ABI"),

@@ -62,14 +62,20 @@ def record(manifest, workdir: Path, faults, driver, firmware, active_firmware) -
                                 text=True, env=env, check=False)
         return result.returncode, result.stdout
 
-    stack = {"python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
-             "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}
+    packages = dict(pinned_python_packages(manifest), numpy="1.26.4")
+    record = {"python": manifest.python_version + ".2", "import_errors": {}, "packages": packages}
+    probe = {"python": manifest.python_version + ".2", "imports": {}, "versions": packages, "errors": {},
+             "torch_cxx11_abi": True, "atb_home_path": "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1",
+             "atb_cxx_abi": "1"}
+    # the python_stack fact's output: the verify record, the environment script sourced, the live probe
+    stack = (f"@@fact-file@@\n{json.dumps(record, indent=4)}\n\n@@env@@ sourced /usr/local/Ascend/dapo-ops-env.sh\n"
+             f"{json.dumps(probe)}\n")
     outputs = {"npu_smi_info": emu("npu-smi", "info"), "driver_version": (0, kv(driver_info)),
                "firmware_version": (0, kv(fw_info)),
                "toolkit_info": (0, kv(manifest.artifact("cann_toolkit").version_info)),
                "kernels_info": (0, kv(manifest.artifact("cann_kernels").version_info)),
                "nnal_info": (0, kv(manifest.artifact("cann_nnal").version_info, " : ")),
-               "python_stack": (0, json.dumps(stack))}
+               "python_stack": (0, stack)}
     for npu in range(NPUS):
         outputs[f"board.{npu}"] = emu("npu-smi", "info", "-t", "board", "-i", str(npu))
         for query in ("link", "net_health", "ip"):
