@@ -10,7 +10,6 @@ emulated npu-smi/hccn_tool work competes with the others; on a real fleet that w
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -21,7 +20,9 @@ from dapo_ops.inventory import load_inventory
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.sim.fleet import FleetSpec, SimFleet
-from dapo_ops.stackcheck import pinned_python_packages
+
+sys.path.insert(0, str(PROJECT_ROOT))  # the tests' stand-in Python stack
+from tests.integration.helpers import standin_stack_env  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -52,12 +53,9 @@ def main() -> None:
     fleet = SimFleet()
     fleet.down()
     print(f"bringing up {args.nodes} provisioned simulated nodes ...", flush=True)
-    state = fleet.up(FleetSpec(nodes=args.nodes, npus_per_node=args.npus_per_node, provisioned=True))
-    fact = json.dumps({"python": f"{manifest.python_version}.2", "import_errors": {}, "torch_cxx11_abi": True,
-                       "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")})
-    for node in state.nodes:
-        fleet.exec_in_node(node, ["sh", "-c", f"mkdir -p /etc/ansible/facts.d && echo '{fact}' > "
-                                              "/etc/ansible/facts.d/dapo_ops.fact"])
+    fleet.up(FleetSpec(nodes=args.nodes, npus_per_node=args.npus_per_node, provisioned=True))
+    # the Python stack the live probe imports (stand-in wheels and the lock's metadata, as the audit's tests use)
+    standin_stack_env({h.name: h for h in load_inventory().hosts})
     audit = [str(BIN / "dapo-ops"), "audit", "--json", "--max-parallel", "32"]
     timed(audit)  # warm every node's emulated-tool cache, as any later audit finds it
     one, r1 = timed(audit + ["--limit", "node1"])

@@ -80,17 +80,18 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
 
     out = Output(as_json)
     record, inv, head = run_context(run, inventory)
-    job = None
+    job, lost = None, {}
     if record.state == "running":
-        job = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note).job
+        health = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note)
+        job, lost = health.job, health.lost
     elif needs_ray_status(record):
         job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
         reconcile(record, job)
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
              (f" — {record.reason}" if record.reason else ""))
     out.document(dict(as_dict(record), ray_job_status=job))
-    if record.state == "failed":
-        raise DapoError(f"run {record.run_id} failed: {record.reason}")
+    if record.state == "failed" or lost:
+        raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
 
 
 def _run_hosts(record, inv) -> dict:

@@ -103,7 +103,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
 def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: str, say) -> Health:
     """Check a running run once and act on what is found: a loss is handled, an ended job reconciled."""
     health = check(record, by_name)
-    if health.lost and record.state == "running" and "lost during training" not in (record.reason or ""):
+    if health.lost and record.state == "running":
         handle_loss(record, by_name, health.lost, on_node_loss, say)
     elif health.job is not None:
         reconcile(record, health.job)

@@ -82,13 +82,13 @@ def standin_stack_env(nodes, numpy="1.26.4"):
                 conn.close()
 
 
-def put_wheel(host, directory, dist, version):
-    """A pure-Python wheel of `dist` at `version` (a package with only __version__), copied to the node: what a
-    `pip install` of another build leaves in the env. Returns its path on the node."""
+def put_wheel(host, directory, dist, version, init=None):
+    """A pure-Python wheel of `dist` at `version` (its package's __init__ is `init`, else only __version__), copied
+    to the node: what a `pip install` of another build leaves in the env. Returns its path on the node."""
     from dapo_ops.fleet.ssh import connect
     from dapo_ops.sim.wheels import build_wheel
 
-    wheel = build_wheel(directory, dist, version, {f"{dist}/__init__.py": f'__version__ = "{version}"\n'})
+    wheel = build_wheel(directory, dist, version, {f"{dist}/__init__.py": init or f'__version__ = "{version}"\n'})
     conn = connect(host)
     try:
         conn.put(str(wheel), remote=f"/root/{wheel.name}")

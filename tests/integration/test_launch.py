@@ -291,6 +291,15 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
             other_head.stderr
         status = cli("status", run_id, "--json")
         assert status.returncode == 0 and json.loads(status.stdout)["ray_job_status"] == "RUNNING", status.stderr
+        set_npu(fleet["node1"], 3, health="Critical")  # a dead NPU, noticed and (keep) left to the job
+        try:
+            kept = cli("status", run_id, "--on-node-loss", "keep")
+        finally:
+            set_npu(fleet["node1"], 3, health="OK")
+        assert kept.returncode == 1 and kept.stderr.strip().splitlines()[-1] == (
+            f"dapo-ops: run {run_id} running: node1 lost during training: NPU 3 health is Critical (kept running: "
+            "--on-node-loss keep)"), kept.stderr
+        assert ray_processes(fleet["node1"]) and ray_processes(fleet["node2"])
         for link in ("dapo2n", "data0"):
             subprocess.run(["ip", "netns", "exec", "dapo-node2", "ip", "link", "set", link, "down"], check=True)
         cut = True

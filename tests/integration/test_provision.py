@@ -170,7 +170,9 @@ def test_a_stack_broken_after_provisioning_fails_verify_and_the_audit_and_a_reru
     import sys
 
     from dapo_ops.layout import node_layout
+    from dapo_ops.manifest import load_manifest
     from dapo_ops.paths import PROJECT_ROOT
+    from dapo_ops.sim.wheels import TORCH_NPU_INIT
 
     from .helpers import put_wheel
 
@@ -178,26 +180,28 @@ def test_a_stack_broken_after_provisioning_fails_verify_and_the_audit_and_a_reru
     node1 = nodes["node1"]
     pip = node_layout(node1.vars).pip
     lib = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so"
-    wheels = [put_wheel(node1, tmp_path, "numpy", "2.2.6"), put_wheel(node1, tmp_path, "torch_npu", "2.7.1.post9")]
+    other_build = TORCH_NPU_INIT.format(version="2.7.1.post9", torch=load_manifest().pinned_version("torch"))
+    wheels = [put_wheel(node1, tmp_path, "numpy", "2.2.6"),
+              put_wheel(node1, tmp_path, "torch_npu", "2.7.1.post9", init=other_build)]
     # PIP_CONFIG_FILE=/dev/null: past the env's pip.conf, whose constraint (the lock) refuses these versions
     sh(node1, f"mv {lib} {lib}.hidden && PIP_CONFIG_FILE=/dev/null {pip} install -q --no-deps --no-index "
               f"{' '.join(wheels)}", timeout=180)
     try:
-        rc, output, _ = playbook("--tags", "verify", "--limit", "node1")
-        flat = " ".join(output.split())
-        assert rc == 2, output[-3000:]
-        assert "torch_npu does not import: ImportError: libhccl.so: cannot open shared object file" in flat, flat[-3000:]
-        assert "numpy 2.2.6 does not satisfy numpy<2" in flat and "torch_npu is 2.7.1.post9, the manifest pins" in flat
+        verify_rc, verify_output, _ = playbook("--tags", "verify", "--limit", "node1")
         audited = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--limit", "node1"],
                                  cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
-        assert audited.returncode == 1, audited.stderr
-        messages = [f["message"] for f in json.loads(audited.stdout)["findings"]]
-        assert "torch_npu is 2.7.1.post9, the manifest pins 2.7.1" in messages, messages
-        assert any(m.startswith("torch_npu does not import: ImportError: libhccl.so") for m in messages), messages
     finally:
         sh(node1, f"mv {lib}.hidden {lib}")
-    rc, output, recap = playbook("--tags", "python,verify", "--limit", "node1")
-    assert rc == 0, output[-3000:]
+        rc, output, recap = playbook("--tags", "python,verify", "--limit", "node1")
+    flat = " ".join(verify_output.split())
+    assert verify_rc == 2, verify_output[-3000:]
+    assert "torch_npu does not import: ImportError: libhccl.so: cannot open shared object file" in flat, flat[-3000:]
+    assert "numpy 2.2.6 does not satisfy numpy<2" in flat and "torch_npu is 2.7.1.post9, the manifest pins" in flat
+    assert audited.returncode == 1, audited.stderr
+    messages = [f["message"] for f in json.loads(audited.stdout)["findings"]]
+    assert "torch_npu is 2.7.1.post9, the manifest pins 2.7.1" in messages, messages
+    assert any(m.startswith("torch_npu does not import: ImportError: libhccl.so") for m in messages), messages
+    assert rc == 0, output[-3000:]  # the re-pin
     assert task_results(output, "Install torch_npu") == {"node1": "changed"}
     versions = json.loads(sh(node1, f"{pip} list --format json").stdout)
     installed = {d["name"].lower().replace("_", "-"): d["version"] for d in versions}
