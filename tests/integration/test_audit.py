@@ -111,8 +111,9 @@ def test_each_fault_is_found_on_its_host_and_npu(faulty_fleet):
     assert message[("node2", "firmware-off-pin", None)] == f"firmware is 7.5.0.1.129, the stack pins {pinned}"
     assert "is outside the driver" in message[("node3", "incompatible", None)]
     assert message[("node1", "npu-unhealthy", 3)].endswith("health is Warning")
-    human = audit()
-    assert human.returncode == 1 and "firmware is 7.5.0.1.129, the stack pins" in human.stdout
+    human = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit"], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "COLUMNS": "250"})  # a wide terminal: no wrapped cells
+    assert human.returncode == 1 and "firmware is 7.5.0.1.129, the stack pins" in human.stdout, human.stdout
 
 
 def test_bundle_round_trip_gives_the_same_findings(faulty_fleet, tmp_path):

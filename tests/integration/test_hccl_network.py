@@ -82,7 +82,7 @@ def test_with_gateways_every_npu_reaches_its_peer_and_a_second_run_changes_nothi
 def test_a_down_link_a_faulty_nic_and_a_missing_address_are_named_by_the_audit_and_the_role(fleet, tmp_path):
     """F8 on a configured fleet: node2's npu4 link goes DOWN, npu6 reports net health Fault, npu5 loses its
     device IP. The audit names all three; site.yml's hccl layer puts the address back and fails on the other two,
-    naming the host and NPUs, while node1 passes."""
+    naming the host and NPUs, and node1 fails the ping to node2's npu4."""
     node2 = fleet["node2"]
     set_npu(node2, 4, link="DOWN")
     set_npu(node2, 6, net_health="Fault")
@@ -98,8 +98,12 @@ def test_a_down_link_a_faulty_nic_and_a_missing_address_are_named_by_the_audit_a
     found = {(f["host"], f["npu"], f["code"]): f for f in json.loads(audited.stdout)["findings"] if f["component"] == "nic"}
     assert set(found) == {("node2", 4, "link-down"), ("node2", 6, "net-unhealthy"), ("node2", 5, "no-device-ip")}
     assert found[("node2", 6, "net-unhealthy")]["message"] == "NPU 6 NIC net health is Fault"
-    assert rc == 2 and recap["node2"]["failed"] == 1 and recap["node1"]["failed"] == 0, output[-3000:]
-    assert "node2: npu4: link DOWN; npu6: net health Fault" in " ".join(output.split())
+    flat = " ".join(output.split())
+    assert rc == 2 and recap["node2"]["failed"] == 1, output[-3000:]
+    assert "node2: npu4: link DOWN; npu6: net health Fault" in flat
+    # node1's NICs are fine, but its npu4 cannot reach node2's: the ping check fails there, naming the pair
+    assert recap["node1"]["failed"] == 1 and "node1: cross-node ping failed: npu4 -> node2 npu4 (10.20.2.15)" in flat
+    assert "npu3 -> node2" not in flat
     assert "address_5=10.20.2.16" in sh(node2, "cat /etc/hccn.conf").stdout
 
 
