@@ -14,6 +14,7 @@ from pathlib import Path
 from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.layout import layout_problems
 from dapo_ops.paths import SIM_INVENTORY_DIR
 
 DEFAULT_GROUP = "npu_nodes"
@@ -130,6 +131,10 @@ def _parse_with_ansible(source: Path) -> dict:
     return raw
 
 
+# Host names become file and directory names (run records, rendered files, audit bundles): no path separators.
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inventory:
     """Hosts of `group` from `ansible-inventory --list` JSON (pure)."""
     hostvars = raw.get("_meta", {}).get("hostvars", {})
@@ -140,6 +145,11 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     hosts = []
     for name in names:
         v = hostvars.get(name, {})
+        problems = ([] if HOST_NAME.fullmatch(name) and ".." not in name else
+                    ["the host name is not a plain name (letters, digits, '.', '_', '-'; it names files)"])
+        problems += layout_problems(v)
+        if problems:
+            raise InventoryError(f"inventory {source}: host {name!r}: {problems[0]}")
         address = v.get("ansible_host", name)
         known = os.path.expanduser(v.get("dapo_known_hosts") or "~/.ssh/known_hosts")
         key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")

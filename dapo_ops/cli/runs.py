@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +29,16 @@ def run_context(run: str | None, inventory: Path | None):
     return record, inv, by_name[record.head]
 
 
+def _interrupt_on_term_and_hup() -> None:
+    """SIGTERM (kill, a scheduler's cancel) and SIGHUP (a closed terminal) end a launch as Ctrl-C does: what was
+    started is torn down and the run recorded as interrupted."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+
+
 @click.command()
 @job_file_argument
 @click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
@@ -49,6 +60,7 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
 
     out = Output(as_json)
     require_positive(nodes=nodes)
+    _interrupt_on_term_and_hup()
     spec, manifest, inv = load_spec(job_file), load_manifest(), load_inventory(inventory)
     options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only)
     record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))

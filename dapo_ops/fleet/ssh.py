@@ -21,6 +21,7 @@ from fabric import Connection
 from invoke.exceptions import CommandTimedOut
 
 from dapo_ops.errors import DapoError, SSHError
+from dapo_ops.fleet import known_hosts
 
 T = TypeVar("T")
 
@@ -79,9 +80,9 @@ def connect(host: HostSpec) -> Connection:
     conn = Connection(host.address, user=host.user, port=host.port, connect_timeout=host.connect_timeout,
                       connect_kwargs=connect_kwargs)
     try:
-        conn.client.load_host_keys(str(host.known_hosts))
-    except OSError as exc:
-        raise SSHError(f"{host.name}: cannot read known_hosts {host.known_hosts}: {exc.strerror}") from None
+        known = known_hosts.load_into(conn.client, host.known_hosts)
+    except SSHError as exc:
+        raise SSHError(f"{host.name}: {exc}") from None
     conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
         conn.open()
@@ -91,13 +92,21 @@ def connect(host: HostSpec) -> Connection:
     except paramiko.SSHException as exc:
         message = str(exc)
         if "not found in known_hosts" in message:
-            raise SSHError(f"{host.name} ({host.address}): host key not in {host.known_hosts} — refusing to "
+            ca = (" (its @cert-authority lines are not used: paramiko cannot check host certificates; list the "
+                  "host's key)") if known.cert_authorities else ""
+            raise SSHError(f"{host.name} ({host.address}): host key not in {host.known_hosts}{ca} — refusing to "
                            "connect") from None
         raise SSHError(f"{host.name} ({host.address}): SSH failed: {message}") from None
     except (socket.timeout, TimeoutError):
         raise SSHError(f"{host.name} ({host.address}): connection timed out after {host.connect_timeout:.0f} s") from None
     except OSError as exc:
         raise SSHError(f"{host.name} ({host.address}): cannot connect: {exc.strerror or exc}") from None
+    try:
+        known_hosts.check_not_revoked(conn.client.get_transport().get_remote_server_key(), known,
+                                      f"{host.name} ({host.address})", host.known_hosts)
+    except SSHError:
+        conn.close()
+        raise
     return conn
 
 

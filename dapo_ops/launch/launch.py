@@ -21,7 +21,7 @@ from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
-from dapo_ops.launch.records import RunRecord, new_run_id
+from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
 from dapo_ops.manifest import StackManifest
 
@@ -218,13 +218,15 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
-                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}", addresses={n.name: n.ip for n in nodes})
+                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}", addresses={n.name: n.ip for n in nodes},
+                       launcher=this_launcher())
     record.mark("created")
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend)
 
 
 def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
            steps: Steps) -> RunRecord:
+    all_runs()  # earlier runs whose launcher was killed are marked so before this one starts (records.reap)
     run = _prepare(spec, inventory, manifest, options, steps)
     if not options.no_audit:
         run.audit()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dapo_ops.clock import utc_compact, utc_now
 from dapo_ops.errors import UsageError
+from dapo_ops.launch.locks import process_start
 from dapo_ops.paths import PROJECT_ROOT
 
 RUNS_DIR = Path(os.environ.get("DAPO_OPS_RUNS_DIR") or PROJECT_ROOT / "runs" / "launch")
@@ -32,6 +34,7 @@ class RunRecord:
     timestamps: dict = field(default_factory=dict)
     rehearsal: dict | None = None
     addresses: dict = field(default_factory=dict)   # node -> the address Ray knows it by (its HCCL NIC's)
+    launcher: dict = field(default_factory=dict)    # the launching process: host, pid, pid_start
 
     @property
     def directory(self) -> Path:
@@ -55,10 +58,29 @@ def new_run_id(job: str) -> str:
     return f"{job}-{utc_compact()}-{secrets.token_hex(2)}"
 
 
+def this_launcher() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": process_start(os.getpid())}
+
+
+def reap(record: RunRecord) -> RunRecord:
+    """A run still `created` or `starting` whose launcher (on this controller) is gone — killed with SIGKILL, or
+    crashed — is marked failed, with the clean-up to run when it had touched Ray."""
+    launcher = record.launcher or {}
+    if record.state not in ("created", "starting") or launcher.get("host") != socket.gethostname():
+        return record
+    started = process_start(int(launcher.get("pid") or 0))
+    if started is not None and started == launcher.get("pid_start"):
+        return record
+    cleanup = (f"; `dapo-ops stop {record.run_id}` stops what it started and frees its nodes"
+               if "starting" in record.timestamps else "")
+    record.mark("failed", f"its launcher (pid {launcher.get('pid')}) was killed before the launch ended{cleanup}")
+    return record
+
+
 def load_run(run_id: str) -> RunRecord:
     path = RUNS_DIR / run_id / "run.json"
     try:
-        return RunRecord(**json.loads(path.read_text()))
+        return reap(RunRecord(**json.loads(path.read_text())))
     except FileNotFoundError:
         raise UsageError(f"no run {run_id!r} (see `dapo-ops runs`)") from None
     except (ValueError, TypeError) as exc:
@@ -71,7 +93,7 @@ def all_runs() -> list[RunRecord]:
     runs = []
     for path in sorted(RUNS_DIR.glob("*/run.json")):
         try:
-            runs.append(RunRecord(**json.loads(path.read_text())))
+            runs.append(reap(RunRecord(**json.loads(path.read_text()))))
         except (ValueError, TypeError):
             continue
     return sorted(runs, key=lambda r: r.timestamps.get("created", ""))

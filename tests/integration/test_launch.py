@@ -141,20 +141,28 @@ def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
     assert_torn_down(fleet)
 
 
-def test_a_rank_without_its_npu_device_fails_the_rehearsal_naming_rank_and_host(fleet):
+def test_a_rehearsal_names_each_rank_without_its_npu_device_or_its_cann_environment(fleet):
+    """/dev/davinci5 hidden on node2 (F7), and node1's CANN environment script emptied (F2: Ray and every actor on
+    node1 then run without it): the rehearsal names the first failing rank and records every rank's problem."""
     sh(fleet["node2"], "mv /dev/davinci5 /dev/.davinci5.hidden")
     try:
-        result = cli("launch", JOB, "--nodes", "2", "--no-audit")
+        result = rehearse_with_env_script(fleet, "node1", ": >")
     finally:
         sh(fleet["node2"], "mv /dev/.davinci5.hidden /dev/davinci5")
     assert result.returncode == 1
-    assert "rehearsal failed: rank 21 on node2: /dev/davinci5 is missing" in result.stderr.splitlines()[-1]
+    assert result.stderr.splitlines()[-1].startswith(
+        "dapo-ops: rehearsal failed: rank 0 on node1: ASCEND_TOOLKIT_HOME is not set (the CANN environment was not "
+        "sourced)"), result.stderr
     assert_torn_down(fleet)
     runs = json.loads(cli("runs", "--json").stdout)
     failed = runs[-1]
     assert failed["state"] == "failed" and failed["submission_id"] is None
-    assert failed["rehearsal"]["failures"] == [{"phase": "check", "rank": 21, "host": "node2", "waited": False,
-                                                "error": "/dev/davinci5 is missing (NPU 5 not visible on this node)"}]
+    failures = failed["rehearsal"]["failures"]
+    assert {f["rank"] for f in failures} == set(range(16)) | {21}
+    assert {"phase": "check", "rank": 21, "host": "node2", "waited": False,
+            "error": "/dev/davinci5 is missing (NPU 5 not visible on this node)"} in failures
+    assert all(f["host"] == "node1" and "ASCEND_TOOLKIT_HOME is not set" in f["error"]
+               for f in failures if f["rank"] < 16)
 
 
 def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest(fleet):
@@ -193,7 +201,9 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
     assert sh(fleet["node2"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
-def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet, signum):
+    """Ctrl-C, and SIGTERM as a scheduler or `kill` sends it (issue 15, 5), tear down what was started."""
     launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=sigint_as_at_a_terminal)
@@ -202,7 +212,7 @@ def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
         lines.append(line)
         if "start Ray: the head on node1" in line:
             time.sleep(3)  # the head is starting and the worker waits for it
-            launch.send_signal(signal.SIGINT)
+            launch.send_signal(signum)
     launch.wait(timeout=120)
     output = "".join(lines)
     assert launch.returncode == 1 and "launch interrupted; what was started has been torn down" in lines[-1], output
@@ -210,6 +220,28 @@ def test_ctrl_c_during_bring_up_tears_down_and_records_the_interruption(fleet):
     assert_torn_down(fleet)
     failed = json.loads(cli("runs", "--json").stdout)[-1]
     assert failed["state"] == "failed" and failed["reason"] == "interrupted"
+
+
+def test_a_launcher_killed_with_sigkill_is_seen_by_the_next_command_and_stop_cleans_up(fleet):
+    """Issue 15 (5): nothing can run after SIGKILL; the run records the launcher's pid and start time, so `runs`
+    marks the run failed and names the clean-up, which `stop` does."""
+    launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
+                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in launch.stdout:
+        if "start Ray: the head on node1" in line:
+            time.sleep(3)
+            launch.kill()
+            break
+    launch.wait(timeout=60)
+    killed = json.loads(cli("runs", "--json").stdout)[-1]
+    assert killed["state"] == "failed", killed
+    assert killed["reason"] == (f"its launcher (pid {launch.pid}) was killed before the launch ended; "
+                                f"`dapo-ops stop {killed['run_id']}` stops what it started and frees its nodes")
+    assert f"locked by run {killed['run_id']}" in cli("launch", JOB, "--nodes", "2", "--no-audit").stderr
+    stopped = cli("stop", killed["run_id"])
+    assert stopped.returncode == 0, stopped.stderr
+    assert_torn_down(fleet)
+    assert sh(fleet["node2"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
 def test_the_audit_reads_the_stack_live_and_the_launch_gate_refuses_before_any_change(fleet, tmp_path):
@@ -348,17 +380,23 @@ def test_a_nic_that_does_not_exist_is_refused_naming_host_and_variable(fleet, tm
     assert "lock node1" not in result.stderr
 
 
+def rehearse_with_env_script(fleet, node, edit):
+    """`launch --rehearse-only` with `node`'s CANN environment script changed by the shell words `edit SCRIPT`
+    (restored afterwards)."""
+    from dapo_ops.layout import node_layout
+
+    script = node_layout(fleet[node].vars).env_script
+    sh(fleet[node], f"cp {script} {script}.orig && {edit} {script}")
+    try:
+        return cli("launch", JOB, "--nodes", "2", "--no-audit", "--rehearse-only")
+    finally:
+        sh(fleet[node], f"mv {script}.orig {script}")
+
+
 def test_a_node_whose_ray_counts_fewer_npu_fails_the_launch_naming_it(fleet):
     """F13: node2's environment script makes its Ray count 8 NPU (Ray's RAY_OVERRIDE_RESOURCES, read by
     ray/_private/node.py when the node starts): the launch stops once both nodes are in, naming node2."""
-    from dapo_ops.layout import node_layout
-
-    script = node_layout(fleet["node2"].vars).env_script
-    sh(fleet["node2"], f"cp {script} {script}.orig && echo \"export RAY_OVERRIDE_RESOURCES='{{\\\"NPU\\\": 8}}'\" >> {script}")
-    try:
-        result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--rehearse-only")
-    finally:
-        sh(fleet["node2"], f"mv {script}.orig {script}")
+    result = rehearse_with_env_script(fleet, "node2", "echo \"export RAY_OVERRIDE_RESOURCES='{\\\"NPU\\\": 8}'\" >>")
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert "Ray counts other NPU totals than the 16 per node the job needs on node2 (" in last, last
@@ -367,19 +405,21 @@ def test_a_node_whose_ray_counts_fewer_npu_fails_the_launch_naming_it(fleet):
     assert_torn_down(fleet)
 
 
-def test_a_node_whose_cann_environment_is_not_sourced_fails_the_rehearsal_naming_it(fleet):
-    """F2 at the rehearsal: node2's CANN environment script sources nothing (emptied), so Ray and every actor on
-    node2 run without it; the rehearsal names the first rank there and the variable."""
-    from dapo_ops.layout import node_layout
-
-    script = node_layout(fleet["node2"].vars).env_script
-    sh(fleet["node2"], f"cp {script} {script}.orig && : > {script}")
-    try:
-        result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--rehearse-only")
-    finally:
-        sh(fleet["node2"], f"mv {script}.orig {script}")
+def test_a_revoked_host_key_stops_even_a_forced_launch_before_any_node_is_touched(fleet, tmp_path):
+    """Issue 15 (4): node2's key is marked @revoked in known_hosts; `--force --no-audit` still contacts every node
+    first, so node1 is not locked, pushed to or stopped."""
+    known = fleet["node1"].known_hosts
+    node2_key = next(line.split()[2] for line in known.read_text().splitlines()
+                     if line.startswith(fleet["node2"].address + " "))
+    copy = tmp_path / "known_hosts"
+    copy.write_text(f"@revoked * ssh-ed25519 {node2_key}\n" + known.read_text())
+    inventory = inventory_copy(tmp_path, node1={"dapo_known_hosts": str(copy), "dapo_hccl_ip": "10.78.0.11"},
+                               node2={"dapo_known_hosts": str(copy), "dapo_hccl_ip": "10.78.0.12"})
+    result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--force", "-i", inventory)
     assert result.returncode == 1, result.stderr
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("dapo-ops: rehearsal failed: rank 16 on node2: ASCEND_TOOLKIT_HOME is not set (the CANN "
-                           "environment was not sourced)"), last
-    assert_torn_down(fleet)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"dapo-ops: node2: cannot check it before any change: node2 ({fleet['node2'].address}): its host key is "
+        f"marked @revoked in {copy} — refusing to connect")
+    assert "lock node1" not in result.stdout + result.stderr
+    for host in fleet.values():
+        assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1

@@ -50,7 +50,7 @@ def broken_run(sim, tmp_path_factory):
 
 def test_tampered_installer_is_refused_with_nothing_installed(broken_run):
     rc, output, recap, nodes = broken_run
-    assert rc != 0 and recap["node2"]["failed"] == 1
+    assert rc == 2 and recap["node2"]["failed"] == 1
     assert "checksum" in output.lower() and "did not match" in output
     assert sh(nodes["node2"], "test -e /usr/local/Ascend", ok=False).exit_code == 1
     assert sh(nodes["node2"], "test -e /var/log/ascend_seclog/operation.log", ok=False).exit_code == 1
@@ -113,7 +113,7 @@ def test_installers_from_a_controller_directory_are_checked_before_the_copy(sim,
                      f"    node1: {{dapo_artifact_url: '', dapo_artifact_dir: '{good}'}}\n"
                      f"    node2: {{dapo_artifact_url: '', dapo_artifact_dir: '{bad}'}}\n")
     rc, output, recap = playbook("--tags", "preflight,hdk", extra_inventory=extra)
-    assert recap["node1"]["failed"] == 0 and recap["node2"]["failed"] == 1, output[-3000:]
+    assert rc == 2 and recap["node1"]["failed"] == 0 and recap["node2"]["failed"] == 1, output[-3000:]
     flat = " ".join(output.split())
     assert f"{bad}/{manifest.artifact('driver').file} has sha256" in flat and "refusing it" in flat
     nodes = hosts()

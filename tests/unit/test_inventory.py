@@ -116,3 +116,40 @@ def test_a_broken_inventory_is_one_line_and_exit_2(tmp_path, text, message):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr, result.stderr
+
+
+def raw_inventory(hosts: dict) -> dict:
+    return {"_meta": {"hostvars": hosts}, "all": {"children": ["npu_nodes"]}, "npu_nodes": {"hosts": list(hosts)}}
+
+
+@pytest.mark.parametrize("name", ["../../x", "node1/evil", "..", "node 1", "-rf", "n" * 65, "node\n1"])
+def test_a_host_name_that_is_not_a_plain_name_is_refused_naming_it(tmp_path, name):
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(raw_inventory({name: {"ansible_host": "10.0.0.1"}}), tmp_path)
+    assert f"host {name!r}: the host name is not a plain name" in str(err.value)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{{ cycler.__init__.__globals__.os.system('touch /tmp/pwned') }}", "is a template; only"),
+    ("{{ lookup('pipe', 'id') }}", "is a template; only"),
+    ("{% for x in y %}/opt{% endfor %}", "is a template; only"),
+    ("{{ dapo_secret }}/x", "refers to a variable that is not a stack_* setting"),
+    ("relative/path", "is not an absolute path"),
+    ("/opt/a\nb", "contains a control character"),
+])
+def test_stack_values_are_data_never_templates(tmp_path, value, message):
+    marker = Path("/tmp/pwned")
+    marker.unlink(missing_ok=True)
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(raw_inventory({"node1": {"stack_env_prefix": value}}), tmp_path)
+    assert "host 'node1': stack_env_prefix: " in str(err.value) and message in str(err.value)
+    assert not marker.exists()
+
+
+def test_plain_references_between_stack_values_still_resolve(tmp_path):
+    from dapo_ops.layout import node_layout
+
+    inventory = parse_inventory(raw_inventory({"node1": {"stack_conda_prefix": "/data/conda",
+                                                         "stack_src_root": "{{ stack_conda_prefix }}/src"}}), tmp_path)
+    layout = node_layout(inventory.hosts[0].vars)
+    assert (layout.python, layout.src_root) == ("/data/conda/envs/dapo/bin/python", "/data/conda/src")

@@ -41,37 +41,35 @@ def _fact_file(text: str) -> dict | None:
     if not text.strip():
         return None
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return {"error": f"not JSON: {exc}"}
-    if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
-        return {"error": "no 'packages' mapping"}
+        data = _json_object(text, "packages")
+    except ParseError as exc:
+        return {"error": exc.reason}
     return {"packages": data["packages"], "import_errors": data.get("import_errors") or {},
             "python": data.get("python")}
+
+
+def _json_object(text: str, key: str) -> dict:
+    """`text` as a JSON object holding the mapping `key`; ParseError otherwise."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(WHAT, f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), dict):
+        raise ParseError(WHAT, f"no {key!r} mapping")
+    return data
 
 
 def _probe(lines: list[str]) -> dict:
     for line in reversed(lines):
         if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except ValueError as exc:
-                raise ParseError(WHAT, f"not JSON: {exc}") from None
-            if not isinstance(data, dict) or not isinstance(data.get("versions"), dict):
-                raise ParseError(WHAT, "no 'versions' mapping")
-            return data
+            return _json_object(line, "versions")
     last = next((line for line in reversed(lines) if line.strip()), "no output")
     raise ParseError(WHAT, f"the probe printed no result: {last.strip()}")
 
 
 def _legacy(output: str) -> dict:
     """A bundle recorded before the live probe: the fact file's (or an older query's) JSON alone."""
-    try:
-        data = json.loads(output)
-    except ValueError as exc:
-        raise ParseError(WHAT, f"not JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
-        raise ParseError(WHAT, "no 'packages' mapping")
+    data = _json_object(output, "packages")
     return {"source": data.get("source", "fact-file"), "python": data.get("python"), "packages": data["packages"],
             "import_errors": data.get("import_errors") or {}, "torch_cxx11_abi": data.get("torch_cxx11_abi"),
             "atb_cxx_abi": data.get("atb_cxx_abi"), "atb_home_path": data.get("atb_home_path"),
