@@ -21,6 +21,7 @@ from pathlib import Path
 from dapo_ops.audit.fact import Fact, NodeContext, all_facts
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import UsageError
+from dapo_ops.files import make_dirs, write_text
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.layout import node_layout
 from dapo_ops.userfile import load_json, read_bytes
@@ -113,19 +114,19 @@ def collect(hosts: list[HostSpec], npus_of, install_path: str, timeout: float, m
 
 
 def write_bundle(directory: Path, raws: list[HostRaw]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(directory)
     meta = {"schema": BUNDLE_SCHEMA, "collected_at": utc_now(),
             "hosts": {r.host: {"npus_per_node": r.npus_expected, "unreachable": r.unreachable} for r in raws}}
     for raw in raws:
         host_dir = directory / raw.host
-        host_dir.mkdir(exist_ok=True)
+        make_dirs(host_dir)
         if raw.unreachable:
-            (host_dir / "unreachable.txt").write_text(raw.unreachable + "\n")
+            write_text(host_dir / "unreachable.txt", raw.unreachable + "\n")
         for key, (rc, text) in sorted(raw.outputs.items()):
-            (host_dir / f"{key}.txt").write_text(text)
+            write_text(host_dir / f"{key}.txt", text)
             if rc != 0:
-                (host_dir / f"{key}.rc").write_text(f"{rc}\n")
-    (directory / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+                write_text(host_dir / f"{key}.rc", f"{rc}\n")
+    write_text(directory / "bundle.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
 def _bundle_hosts(directory: Path) -> dict[str, dict]:

@@ -52,19 +52,16 @@ def address_command(nic: str) -> str:
 
 def read_addresses(hosts: list[HostSpec], timeout: float = 30) -> dict[str, str]:
     """Host name -> the IPv4 address of its HCCL NIC: the inventory's `dapo_hccl_ip`, else read on the node over
-    SSH (host keys verified). Every node is asked, also one whose address the inventory gives, so that a launch
-    has heard every node answer with its verified host key before it changes anything on any (--force and
-    --no-audit included). A node that cannot be asked fails with its name; a NIC without an address is an
-    inventory mistake."""
+    SSH (host keys verified). A node that cannot be asked fails with its name; a NIC without an address, or an
+    inventory address the NIC does not carry, is an inventory mistake."""
     def one(host: HostSpec) -> tuple[str, str | None, str | None]:
         nic = hccl_nic(host)
         given = inventory_address(host)
-        result = run_on(host, "true" if given is not None else address_command(nic), timeout=timeout)
-        if result.failure is not None:
-            what = "cannot check it before any change" if given is not None else f"cannot read {nic}'s address"
-            return host.name, None, f"{host.name}: {what}: {result.error}"
         if given is not None:
             return host.name, given, None
+        result = run_on(host, address_command(nic), timeout=timeout)
+        if result.failure is not None:
+            return host.name, None, f"{host.name}: cannot read {nic}'s address: {result.error}"
         found = parse_ipv4(result.stdout)
         if result.exit_code != 0 or not found:
             reason = (result.stderr.strip().splitlines() or ["no such interface"])[-1] if result.exit_code else \

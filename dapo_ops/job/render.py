@@ -28,6 +28,11 @@ WORKER_START_TIMEOUT = 120
 # `pgrep -f` pattern for any Ray process on a node (raylet, GCS, dashboard, monitors, workers); a bracketed first
 # letter keeps it from matching the command line that carries it.
 RAY_PROCESS_PATTERN = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::"
+# Ray's temp dir (sockets, session logs), inside a root-only directory: Ray makes its temp dir world-writable
+# (ray/_private/utils.py try_to_create_directory), and /tmp/ray can be taken by any user first. Only the head's
+# `ray start --temp-dir` sets it; workers use the head's path (ray/scripts/scripts.py), so every node makes RAY_ROOT.
+RAY_ROOT = "/var/lib/dapo-ops/ray"
+RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "dashboard_address": f"http://{head.ip}:{spec.cluster.dashboard_port}",
         "worker_start_timeout": WORKER_START_TIMEOUT,
         "ray_process_pattern": RAY_PROCESS_PATTERN,
+        "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,
     }
     files: dict[str, str] = {}
     for node in nodes:
@@ -153,6 +159,7 @@ def write(files: dict[str, str], out: Path) -> None:
     """Write the rendered files (scripts executable, nothing secret among them) into `out`: all of them are
     written to a staging directory beside it first, then moved in (files already in `out` that are not ours stay)."""
     from dapo_ops.errors import UsageError
+    from dapo_ops.files import make_dirs, write_text
 
     out = Path(out).resolve()
     if out.exists() and not out.is_dir():
@@ -160,12 +167,9 @@ def write(files: dict[str, str], out: Path) -> None:
     staging = out.with_name(f".{out.name}.rendering-{os.getpid()}")
     try:
         for rel, text in sorted(files.items()):
-            path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            path.chmod(file_mode(rel))
+            write_text(staging / rel, text, file_mode(rel))
         for rel in sorted(files):
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            make_dirs((out / rel).parent)
             os.replace(staging / rel, out / rel)
     except OSError as exc:
         raise UsageError(f"cannot write the rendered files to {out}: {exc.strerror or exc}") from None

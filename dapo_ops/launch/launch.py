@@ -13,7 +13,7 @@ from typing import Iterator
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.fleet.ssh import HostSpec, fan_out
+from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import place
@@ -211,6 +211,9 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
         backend = rehearsal.backend_for(hosts[0].vars)
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
                   f"(head {hosts[0].name}), rehearsal over {backend}")
+    with steps.step("check every node's host key") as step:
+        verify_host_keys(hosts)
+        step.done(f"{len(hosts)} node(s) answered")
     with steps.step("read the HCCL NIC addresses") as step:
         addresses = read_addresses(hosts)
         step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
@@ -245,6 +248,16 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         run.submit()
     run.record.mark("running")
     return run.record
+
+
+def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
+    """Every node of the run answers with its verified host key before anything changes on any of them
+    (--force and --no-audit too): a node refused by its key fails the launch here, with nothing touched."""
+    results = fan_out(hosts, lambda host: run_on(host, "true", timeout=timeout)).results
+    failed = [results[h.name].error if h.name in results else f"{h.name}: no answer" for h in hosts
+              if h.name not in results or results[h.name].failure is not None]
+    if failed:
+        raise cluster.LaunchError("; ".join(failed))
 
 
 def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secrets) -> None:

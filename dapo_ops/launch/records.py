@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dapo_ops.clock import utc_compact, utc_now
 from dapo_ops.errors import UsageError
+from dapo_ops.files import write_text
 from dapo_ops.launch.locks import process_start
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -48,9 +49,8 @@ class RunRecord:
         self.save()
 
     def save(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self.directory / "run.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        write_text(tmp, json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         tmp.replace(self.directory / "run.json")
 
 

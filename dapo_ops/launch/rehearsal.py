@@ -56,6 +56,7 @@ def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeo
     """rehearsal.json: the nodes in rank order, their NPUs, the SP group size, the backend and the deadlines."""
     return {
         "nodes": [{"name": n.name, "ip": n.ip, "nic": n.nic} for n in nodes],
+        "gcs_address": f"{nodes[0].ip}:{spec.cluster.ray_port}",  # not "auto", which reads /tmp/ray
         "npus_per_node": spec.cluster.npus_per_node,
         "sp_size": spec.actor.ulysses_sequence_parallel_size,
         "backend": backend,

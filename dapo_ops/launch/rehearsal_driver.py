@@ -314,7 +314,7 @@ def rehearse(config: dict) -> bool:
     # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
     ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
     rehearsal = Rehearsal(ray, config)
-    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    ray.init(address=config["gcs_address"], logging_level="ERROR", log_to_driver=False)
     emit("placing", ranks=rehearsal.world, nodes=len(rehearsal.nodes))
     try:
         rehearsal.start_ranks(rehearsal.reserve())

@@ -71,6 +71,29 @@ def test_limit_and_bad_usage(clean_fleet):
         assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_inventory_values_are_data_and_host_names_never_leave_the_bundle(clean_fleet, tmp_path):
+    """Issue 15 (3): a stack_* value that is a Jinja payload is refused, not run, on the controller; a host named
+    like a path is refused before the bundle directory is written."""
+    import shutil
+
+    marker = tmp_path / "pwned"
+    inventory = tmp_path / "inventory"
+    shutil.copytree(Path(__file__).parents[2] / "inventory" / "sim", inventory)
+    hosts_yml = inventory / "hosts.yml"
+    text = hosts_yml.read_text()
+    payload = "{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}"
+    hosts_yml.write_text(text.replace("        node2:\n", f"        node2:\n          stack_env_prefix: \"{payload}\"\n", 1))
+    result = audit("-i", str(inventory), "--npus-per-node", "8")
+    assert result.returncode == 2 and "host 'node2': stack_env_prefix: " in result.stderr, result.stderr
+    assert not marker.exists()
+    hosts_yml.write_text(text.replace("        node2:\n", "        ../../escaped:\n          ansible_host: 10.77.0.12\n"
+                                      "        node2:\n", 1))
+    bundle = tmp_path / "deep" / "bundle"
+    result = audit("-i", str(inventory), "--npus-per-node", "8", "--bundle-out", str(bundle))
+    assert result.returncode == 2 and "host '../../escaped': the host name is not a plain name" in result.stderr
+    assert not (tmp_path / "escaped").exists() and not bundle.exists()
+
+
 FAULTS = ("node1.npu3:health=Warning", "node1.npu5:missing", "node1.npu0:link=DOWN", "node1.npu2:temp=97",
           "node2:firmware=7.5.0.1.129", "node3:hdk=out-of-range")
 
@@ -162,26 +185,3 @@ def test_an_unreachable_node_is_a_finding_and_the_others_are_audited(faulty_flee
     assert report["hosts"]["node3"]["reachable"] is False
     assert report["hosts"]["node1"]["reachable"] and ("npu-missing", 5) in findings(report, "node1")
     sim.down()
-
-
-def test_inventory_values_are_data_and_host_names_never_leave_the_bundle(clean_fleet, tmp_path):
-    """Issue 15 (3): a stack_* value that is a Jinja payload is refused, not run, on the controller; a host named
-    like a path is refused before the bundle directory is written."""
-    import shutil
-
-    marker = tmp_path / "pwned"
-    inventory = tmp_path / "inventory"
-    shutil.copytree(Path(__file__).parents[2] / "inventory" / "sim", inventory)
-    hosts_yml = inventory / "hosts.yml"
-    text = hosts_yml.read_text()
-    payload = "{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}"
-    hosts_yml.write_text(text.replace("        node2:\n", f"        node2:\n          stack_env_prefix: \"{payload}\"\n", 1))
-    result = audit("-i", str(inventory), "--npus-per-node", "8")
-    assert result.returncode == 2 and "host 'node2': stack_env_prefix: " in result.stderr, result.stderr
-    assert not marker.exists()
-    hosts_yml.write_text(text.replace("        node2:\n", "        ../../escaped:\n          ansible_host: 10.77.0.12\n"
-                                      "        node2:\n", 1))
-    bundle = tmp_path / "deep" / "bundle"
-    result = audit("-i", str(inventory), "--npus-per-node", "8", "--bundle-out", str(bundle))
-    assert result.returncode == 2 and "host '../../escaped': the host name is not a plain name" in result.stderr
-    assert not (tmp_path / "escaped").exists() and not bundle.exists()

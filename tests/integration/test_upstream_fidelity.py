@@ -91,7 +91,7 @@ def test_vllm_ascend_builds_its_custom_ops_only_in_the_cann_environment(stand_in
     assert venv_sh(node, probe, ok=False).exit_code != 0
     venv_sh(node, f"bash -c 'source /usr/local/Ascend/ascend-toolkit/set_env.sh && {install}'")
     assert "vllm_ascend_C" in venv_sh(node, "ls vllm_ascend/vllm_ascend").stdout
-    venv_sh(node, f"bash -c 'source /usr/local/Ascend/ascend-toolkit/set_env.sh && {probe}'")
+    venv_sh(node, f". /usr/local/Ascend/ascend-toolkit/set_env.sh && {probe}")
     # built, it links CANN's ascendcl (vllm-ascend's CMakeLists.txt), found through the environment only
     unsourced = venv_sh(node, probe, ok=False)
     assert unsourced.exit_code != 0 and "libascendcl.so: cannot open shared object file" in unsourced.stderr

@@ -4,6 +4,8 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
+install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
 # logger creates no directory.
 mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
@@ -13,4 +15,4 @@ if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscal
 fi
 exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
   --dashboard-host=198.51.100.11 --dashboard-port=8265 \
-  --resources='{"NPU": 16}' --disable-usage-stats
+  --resources='{"NPU": 16}' --temp-dir=/var/lib/dapo-ops/ray/tmp --disable-usage-stats

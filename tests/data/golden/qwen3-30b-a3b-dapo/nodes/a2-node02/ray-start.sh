@@ -4,6 +4,8 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
+install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
 # logger creates no directory.
 mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
