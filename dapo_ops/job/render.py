@@ -35,6 +35,11 @@ RAY_ROOT = "/var/lib/dapo-ops/ray"
 RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
 
 
+def dashboard_url(spec: JobSpec) -> str:
+    """Ray's dashboard, bound to the head's loopback (ray-head.sh): reached from the head only, over SSH."""
+    return f"http://127.0.0.1:{spec.cluster.dashboard_port}"
+
+
 @dataclass(frozen=True)
 class RenderNode:
     name: str
@@ -107,7 +112,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "job_directories": paths.directories(),
         "task_queue_enable": task_queue_enable(spec),
         "head_address": f"{head.ip}:{spec.cluster.ray_port}",
-        "dashboard_address": f"http://{head.ip}:{spec.cluster.dashboard_port}",
+        "dashboard_address": dashboard_url(spec),
         "worker_start_timeout": WORKER_START_TIMEOUT,
         "ray_process_pattern": RAY_PROCESS_PATTERN,
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,

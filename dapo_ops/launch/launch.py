@@ -17,7 +17,7 @@ from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import place
-from dapo_ops.job.render import pick_nodes, render, write
+from dapo_ops.job.render import dashboard_url, pick_nodes, render, write
 from dapo_ops.job.secrets import job_secrets
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
@@ -220,7 +220,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     nodes = pick_nodes(hosts, manifest, addresses)
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
-                       head_address=nodes[0].ip, dashboard=f"http://{nodes[0].ip}:{spec.cluster.dashboard_port}",
+                       head_address=nodes[0].ip, dashboard=dashboard_url(spec),
                        node_dir=f"{cluster.RUNS_ROOT}/{run_id}", addresses={n.name: n.ip for n in nodes},
                        launcher=this_launcher())
     record.mark("created")

@@ -87,7 +87,7 @@ def test_the_shipped_job_validates_and_runs_on_2_x_8_with_its_taskrunner_on_node
         head_dir = f"/var/lib/dapo-ops/runs/{run_id}"
         runtime = json.dumps({"env_vars": {"VERL_FILE_LOGGER_PATH": "/var/log/nowhere/metrics.jsonl",
                                            "DAPO_SIM_TASKRUNNER_NODE": "node2"}})
-        submit = (f"source {head_dir}/env.sh && {ENV}/bin/ray job submit --address=http://{DATA_SUBNET}.11:8265 "
+        submit = (f"source {head_dir}/env.sh && {ENV}/bin/ray job submit --address=http://127.0.0.1:8265 "
                   f"--runtime-env-json {shlex.quote(runtime)} -- bash {head_dir}/entrypoint.sh")
         failed = sh(fleet["node1"], f"bash -c {shlex.quote(submit)}", timeout=240, ok=False)
         assert failed.exit_code != 0

@@ -9,10 +9,12 @@ install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
 # logger creates no directory.
 mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
+# The dashboard (and its job API, which runs commands as root) listens on the head's loopback only: every dapo-ops
+# call to it runs on the head over SSH.
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
 if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
 fi
 exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
-  --dashboard-host=198.51.100.11 --dashboard-port=8265 \
+  --dashboard-host=127.0.0.1 --dashboard-port=8265 \
   --resources='{"NPU": 16}' --temp-dir=/var/lib/dapo-ops/ray/tmp --disable-usage-stats

@@ -7,5 +7,5 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
 submission_id=${DAPO_SUBMISSION_ID:?set DAPO_SUBMISSION_ID (dapo-ops launch does)}
-exec /opt/miniconda3/envs/dapo/bin/ray job submit --address=http://198.51.100.11:8265 --submission-id="$submission_id" \
+exec /opt/miniconda3/envs/dapo/bin/ray job submit --address=http://127.0.0.1:8265 --submission-id="$submission_id" \
   --runtime-env="$here/runtime_env.yaml" --no-wait -- bash "$here/entrypoint.sh"
