@@ -86,6 +86,10 @@ def test_launch_status_logs_stop(fleet, runs_dir):
                                                             "pid": rehearsal["per_rank"][21]["pid"], "timings": None}
     assert set(rehearsal["timings"]) == {"check", "all_reduce", "all_to_all"}
     assert all(ray_processes(h) for h in fleet.values())  # a raylet on each node
+    head_ip = record["head_address"]  # issue 15 (1): the dashboard's job API answers on the head's loopback only
+    assert sh(fleet["node2"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/8265'", ok=False).exit_code != 0
+    assert sh(fleet["node1"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/8265'", ok=False).exit_code != 0
+    sh(fleet["node1"], "timeout 5 bash -c '</dev/tcp/127.0.0.1/8265'")
     for host in fleet.values():  # issue 15 (6): Ray's temp dir inside a root-only directory, nothing in /tmp/ray
         assert sh(host, "stat -c %a /var/lib/dapo-ops/ray").stdout.strip() == "700"
         sh(host, "test -d /var/lib/dapo-ops/ray/tmp/session_latest/logs && test ! -e /tmp/ray")
