@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.cli_runner import run_cli
+from tests.data.jobs.make_corpus import DELETE, apply_change
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.overrides import hydra_value, overrides
 from dapo_ops.job.placement import place
@@ -65,19 +66,11 @@ def test_seed_overrides_use_the_pinned_verl_keys():
 
 def mutate(path, value):
     def apply(data):
-        node = data
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        if value is DELETE:
-            node.pop(keys[-1])
-        else:
-            node[keys[-1]] = value
+        apply_change(data, path, value)
         return data
     return apply
 
 
-DELETE = object()
 BROKEN = [
     ("misspelled override key", mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"]),
      "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),

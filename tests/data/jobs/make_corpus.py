@@ -125,7 +125,8 @@ RAW = {
 }
 
 
-def _apply(data: dict, path: str, value) -> None:
+def apply_change(data: dict, path: str, value) -> None:
+    """Set the dotted `path` in `data` to `value` (DELETE removes it); the unit tests mutate specs with it too."""
     node = data
     keys = path.split(".")
     for key in keys[:-1]:
@@ -142,7 +143,7 @@ def main() -> None:
     for name, (changes, code, message) in CHANGED.items():
         data = copy.deepcopy(seed)
         for path, value in changes.items():
-            _apply(data, path, value)
+            apply_change(data, path, value)
         (HERE / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=False))
         cases.append({"file": f"{name}.yaml", "exit": code, "message": message})
     for name, (content, code, message) in RAW.items():
