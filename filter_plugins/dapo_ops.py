@@ -96,15 +96,28 @@ def firewall_problems(outputs, ray_ports, hccl_ports):
 
 
 def port_map_errors(ports, what):
-    """An inventory port map ({name: port or 'first-last'}) -> [] or [the one-line reason it is invalid]."""
+    """An inventory port map ({name: port or 'first-last'}) -> [] or [the one-line reason it is invalid]; Ray's
+    (dapo_ray_ports) is checked as `dapo-ops launch` checks it (known names, single ports, no overlap)."""
     from dapo_ops.errors import InventoryError
     from dapo_ops.firewall import parse_port_map
+    from dapo_ops.ray_ports import INVENTORY_VAR, ray_ports
 
     try:
-        parse_port_map(ports, what)
+        ray_ports(ports, what) if what == INVENTORY_VAR else parse_port_map(ports, what)
     except InventoryError as exc:
         return [str(exc)]
     return []
+
+
+def ray_ports_with_defaults(ports):
+    """The inventory's dapo_ray_ports over dapo-ops' pinned defaults (dapo_ops/ray_ports.py), as name -> port."""
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.ray_ports import ray_ports
+
+    try:
+        return ray_ports(ports).as_map()
+    except InventoryError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def version_matches(dist, pinned):
@@ -147,6 +160,7 @@ class FilterModule:
             "dapo_lock_constraints": lock_constraints,
             "dapo_firewall_problems": firewall_problems,
             "dapo_port_map_errors": port_map_errors,
+            "dapo_ray_ports_with_defaults": ray_ports_with_defaults,
             "dapo_version_info": version_info,
             "dapo_toolkit_info": toolkit_info,
             "dapo_npu_smi_info": npu_smi_info,

@@ -98,7 +98,9 @@ def blocked_ports(outputs: dict, wanted: dict[str, tuple[int, int]]) -> list[Blo
 
 def firewall_problems(outputs: dict, ray_ports: object, hccl_ports: object) -> list[str]:
     """One line per blocking firewall, naming the ports; InventoryError for a bad port map."""
-    wanted = {f"Ray {k}": v for k, v in parse_port_map(ray_ports, "dapo_ray_ports").items()}
+    from dapo_ops.ray_ports import LOCAL  # Ray's node-local ports: a firewall that drops them is wanted
+
+    wanted = {f"Ray {k}": v for k, v in parse_port_map(ray_ports, "dapo_ray_ports").items() if k not in LOCAL}
     wanted.update({f"HCCL {k}": v for k, v in parse_port_map(hccl_ports, "dapo_hccl_ports").items()})
     return [f"{b.source} drops incoming TCP to "
             + "; ".join(f"{name} {format_ranges(found)}" for name, found in b.ports.items())

@@ -15,6 +15,7 @@ from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import NPUS_VAR, host_npus
 from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.ray_ports import INVENTORY_VAR as RAY_PORTS_VAR, RayPorts, ray_ports, with_defaults
 
 def job_hosts(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> list[HostSpec]:
     """The job's hosts in rank order: the head (cluster.head, else the first host), then the others in inventory
@@ -54,8 +55,22 @@ def place(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> tup
     if pinned is not None and pinned != npus:
         raise SpecError(f"cluster.npus_per_node is {pinned} but the inventory declares {NPUS_VAR} {npus} for "
                         f"{', '.join(counts)}: remove cluster.npus_per_node to take it from the inventory")
-    cluster = dataclasses.replace(spec.cluster, nodes=len(chosen), npus_per_node=npus)
+    ports = job_ray_ports(spec, chosen)
+    cluster = dataclasses.replace(spec.cluster, nodes=len(chosen), npus_per_node=npus, ray_port=ports["gcs"],
+                                  dashboard_port=ports["dashboard"])
     return dataclasses.replace(spec, cluster=cluster), chosen
+
+
+def job_ray_ports(spec: JobSpec, hosts: list[HostSpec]) -> RayPorts:
+    """The Ray ports of the job's nodes: one map for all of them (dapo_ray_ports; the spec's cluster.ray_port and
+    cluster.dashboard_port win for gcs and dashboard)."""
+    maps = {h.name: with_defaults(h.vars.get(RAY_PORTS_VAR), f"{h.name}: {RAY_PORTS_VAR}") for h in hosts}
+    first = hosts[0].name
+    differ = [name for name, ports in maps.items() if ports != maps[first]]
+    if differ:
+        raise InventoryError(f"{RAY_PORTS_VAR} differs between {first} and {', '.join(differ)}: every node of a "
+                             "Ray cluster uses the same ports (set it once, for the group)")
+    return ray_ports(hosts[0].vars.get(RAY_PORTS_VAR), gcs=spec.cluster.ray_port, dashboard=spec.cluster.dashboard_port)
 
 
 def world_size(spec: JobSpec) -> int:

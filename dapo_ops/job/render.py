@@ -3,8 +3,10 @@ goes through the `sh` filter, never quoted by hand; secrets are never written)."
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -18,10 +20,12 @@ from dapo_ops.fleet.nic import hccl_nic
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.npu_env import task_queue_enable
 from dapo_ops.job.overrides import checkpoint_dir, overrides
+from dapo_ops.job.secrets import needs_secrets, netrc_path
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.layout import node_layout
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.ray_ports import INVENTORY_VAR as RAY_PORTS_VAR, LOCAL, PEER, ray_ports
 
 TEMPLATES = PROJECT_ROOT / "templates"
 WORKER_START_TIMEOUT = 120
@@ -33,6 +37,19 @@ RAY_PROCESS_PATTERN = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]a
 # `ray start --temp-dir` sets it; workers use the head's path (ray/scripts/scripts.py), so every node makes RAY_ROOT.
 RAY_ROOT = "/var/lib/dapo-ops/ray"
 RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
+# A run's files on every node: RUNS_ROOT/<run id> (the run record's node_dir).
+RUNS_ROOT = "/var/lib/dapo-ops/runs"
+FIREWALL_VAR = "dapo_ray_firewall"
+
+
+def node_dir(run_id: str) -> str:
+    return f"{RUNS_ROOT}/{run_id}"
+
+
+def firewall_table(run_id: str) -> str:
+    """The run's nftables table (inet family): `dapo_ops_` and the run id with every other character as `_`
+    (an nft identifier is a letter or `_`, then letters, digits, `_`, `.`, `/`, `-`)."""
+    return "dapo_ops_" + re.sub(r"[^A-Za-z0-9_]", "_", run_id)
 
 
 def dashboard_url(spec: JobSpec) -> str:
@@ -50,6 +67,8 @@ class RenderNode:
     ray: str
     verl_dir: str
     head: bool
+    ray_ports: object = None    # the inventory's dapo_ray_ports (dapo_ops/ray_ports.py fills the defaults)
+    firewall: bool = True       # dapo_ray_firewall: the run's nftables table keeps Ray's ports to the run's nodes
 
 
 def shell_quote(value) -> str:
@@ -71,7 +90,8 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
     for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
         nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout.env_script,
-                                layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0))
+                                layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
+                                host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False))
     return nodes
 
 
@@ -103,6 +123,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
     env = environment()
     head = nodes[0]
     paths = job_paths(spec, attempt)
+    ports = ray_ports(head.ray_ports, gcs=spec.cluster.ray_port, dashboard=spec.cluster.dashboard_port)
     common = {
         "job": spec, "head": head,
         "visible_devices": ",".join(str(i) for i in range(spec.cluster.npus_per_node)),
@@ -116,6 +137,8 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "worker_start_timeout": WORKER_START_TIMEOUT,
         "ray_process_pattern": RAY_PROCESS_PATTERN,
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,
+        "ports": ports, "peer_ports": ports.nft_set(PEER), "local_ports": ports.nft_set(LOCAL),
+        "peers4": _addresses(nodes, 4), "peers6": _addresses(nodes, 6), "firewall_table": firewall_table(attempt or "render"),
     }
     files: dict[str, str] = {}
     for node in nodes:
@@ -123,6 +146,8 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         base = f"nodes/{node.name}"
         files[f"{base}/env.sh"] = env.get_template("env.sh.j2").render(ctx)
         files[f"{base}/ray-start.sh"] = env.get_template("ray-head.sh.j2" if node.head else "ray-worker.sh.j2").render(ctx)
+        if node.firewall:
+            files[f"{base}/ray-firewall.nft"] = env.get_template("ray-firewall.nft.j2").render(ctx)
         if node.head:
             files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(ctx)
             files[f"{base}/entrypoint.sh"] = env.get_template("entrypoint.sh.j2").render(
@@ -131,6 +156,8 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
                             "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": paths.file_logger,
                             "TENSORBOARD_DIR": paths.tensorboard}
+            if needs_secrets(spec):  # the path of the run's 0600 netrc file (job/secrets.py), never the key
+                runtime_vars["NETRC"] = netrc_path(node_dir(attempt or "render"))
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
     files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"
@@ -140,6 +167,19 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
 
 class RenderError(DapoError):
     """A rendered script does not parse: a bug in a template or its quoting; nothing is written."""
+
+
+def _addresses(nodes: list[RenderNode], version: int) -> list[str]:
+    """The nodes' Ray addresses of one IP version, for the firewall's peer sets (each must be an IP literal)."""
+    found = set()
+    for node in nodes:
+        try:
+            address = ipaddress.ip_address(node.ip)
+        except ValueError:
+            raise RenderError(f"{node.name}: the Ray address {node.ip!r} is not an IP address") from None
+        if address.version == version:
+            found.add(str(address))
+    return sorted(found)
 
 
 def prove_scripts(files: dict[str, str]) -> None:

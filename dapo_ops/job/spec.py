@@ -65,8 +65,8 @@ class Cluster:
     nodes: int = 2
     npus_per_node: int | None = None    # default: the inventory's dapo_npus_per_node (8 on an 800T A2, 16 on a Box16)
     head: str | None = None             # inventory host name of the Ray head (default: the first node)
-    ray_port: int = 6379
-    dashboard_port: int = 8265
+    ray_port: int | None = None         # default: the inventory's dapo_ray_ports.gcs (dapo_ops/ray_ports.py)
+    dashboard_port: int | None = None   # default: the inventory's dapo_ray_ports.dashboard
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def check_strings(spec: JobSpec) -> None:
             raise SpecError(f"env.extra.{key!r}: not an environment variable name (A-Z, 0-9, _)")
         if strings.looks_secret(key):
             raise SpecError(f"env.extra.{key}: looks like a secret, which is never written into the job's files; "
-                            "export it on the controller instead (it reaches the nodes in secrets.env, mode 0600)")
+                            "export it on the controller instead (launch hands it to the job in a 0600 netrc file)")
     for i, value in enumerate(spec.extra_overrides):
         if "\n" in value or "=" not in value:
             raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")
@@ -281,9 +281,9 @@ def check_strings(spec: JobSpec) -> None:
 def check_ports(spec: JobSpec) -> None:
     c = spec.cluster
     for name, port in (("cluster.ray_port", c.ray_port), ("cluster.dashboard_port", c.dashboard_port)):
-        if not 1 <= port <= 65535:
+        if port is not None and not 1 <= port <= 65535:
             raise SpecError(f"{name}: {port} is not a TCP port (1-65535)")
-    if c.ray_port == c.dashboard_port:
+    if c.ray_port is not None and c.ray_port == c.dashboard_port:
         raise SpecError(f"cluster.dashboard_port: {c.dashboard_port} is also cluster.ray_port")
 
 

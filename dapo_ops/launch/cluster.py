@@ -12,9 +12,8 @@ import time
 
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
-from dapo_ops.job.render import RAY_PROCESS_PATTERN, file_mode
-
-RUNS_ROOT = "/var/lib/dapo-ops/runs"
+from dapo_ops.job.render import RAY_PROCESS_PATTERN, RUNS_ROOT, file_mode, firewall_table, node_dir  # noqa: F401
+from dapo_ops.job.secrets import netrc_path
 
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
 # probe costs a fraction of a second where `import ray` would cost two.
@@ -38,8 +37,9 @@ class LaunchError(DapoError):
     """A launch step failed; the message names the step and the node."""
 
 
-def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: dict[str, str] | None = None) -> None:
-    """Upload a node's rendered files (scripts 0755, the rest 0644) and, mode 0600, its secrets."""
+def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secret_file: str | None = None) -> None:
+    """Upload a node's rendered files (scripts 0755, the rest 0644) and, created 0600 before a byte is written,
+    the job's netrc file (job/secrets.py)."""
     conn = connect(host)
     try:
         conn.run(f"umask 022 && mkdir -p {shlex.quote(node_dir)}", hide=True, timeout=30)
@@ -47,15 +47,24 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secrets: di
             path = f"{node_dir}/{name}"
             conn.put(io.BytesIO(text.encode()), remote=path)
             conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=30)
-        if secrets:
-            path = f"{node_dir}/secrets.env"
-            conn.run(f"umask 077 && : > {shlex.quote(path)} && chmod 600 {shlex.quote(path)}", hide=True, timeout=30)
-            body = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(secrets.items()))
-            conn.put(io.BytesIO(body.encode()), remote=path)
+        if secret_file is not None:
+            path = shlex.quote(netrc_path(node_dir))
+            conn.run(f"umask 077 && rm -f {path} && : > {path} && chmod 600 {path}", hide=True, timeout=30)
+            conn.put(io.BytesIO(secret_file.encode()), remote=netrc_path(node_dir))
     except Exception as exc:  # paramiko/invoke errors: name the node
         raise LaunchError(f"pushing the run's files to {host.name}: {exc}") from None
     finally:
         conn.close()
+
+
+def leave_command(run_id: str) -> str:
+    """What a run leaves on a node that must not outlive it, removed: its netrc file (and the secrets.env of runs
+    launched before it) and its firewall table. Run once Ray is stopped; never fails."""
+    directory = node_dir(run_id)
+    files = " ".join(shlex.quote(p) for p in (netrc_path(directory), f"{directory}/secrets.env"))
+    table = shlex.quote(firewall_table(run_id))
+    return (f"rm -f -- {files}; if command -v nft >/dev/null; then nft delete table inet {table} 2>/dev/null; fi; "
+            "true")
 
 
 def _unmatchable_by_itself(text: str) -> str:

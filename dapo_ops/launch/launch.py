@@ -18,7 +18,7 @@ from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import dashboard_url, pick_nodes, render, write
-from dapo_ops.job.secrets import job_secrets
+from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
@@ -130,9 +130,10 @@ class _Launch:
                                                                      indent=2)
             for path in rehearsal.DRIVER_FILES:
                 files[f"nodes/{head.name}/{path.name}"] = path.read_text()
-            secrets = job_secrets(spec)
-            _push(self.hosts, self.nodes, files, record.node_dir, secrets)
-            step.done(f"{len(files)} files to {record.node_dir}" + (" (secrets.env 0600)" if secrets else ""))
+            # a rehearsal runs no job: it gets no secret
+            secrets = None if self.options.rehearse_only else job_secrets(spec)
+            _push(self.hosts, self.nodes, files, record.node_dir, netrc_text(spec, secrets) if secrets else None)
+            step.done(f"{len(files)} files to {record.node_dir}" + (f" ({NETRC_NAME} 0600)" if secrets else ""))
 
     def stop_leftovers(self) -> None:
         with self.steps.step("stop Ray leftovers"):
@@ -221,7 +222,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=dashboard_url(spec),
-                       node_dir=f"{cluster.RUNS_ROOT}/{run_id}", addresses={n.name: n.ip for n in nodes},
+                       node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
                        launcher=this_launcher())
     record.mark("created")
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend)
@@ -260,7 +261,7 @@ def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
         raise cluster.LaunchError("; ".join(failed))
 
 
-def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secrets) -> None:
+def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secret_file: str | None) -> None:
     """Every node's files, in parallel; each node gets only its own (nodes/<name>/...)."""
     by_name = {h.name: h for h in hosts}
 
@@ -268,7 +269,7 @@ def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, se
         prefix = f"nodes/{host.name}/"
         mine = {rel[len(prefix):]: text for rel, text in files.items() if rel.startswith(prefix)}
         try:
-            cluster.push_files(host, node_dir, mine, secrets)
+            cluster.push_files(host, node_dir, mine, secret_file)
         except DapoError as exc:
             return str(exc)
         return None

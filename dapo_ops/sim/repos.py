@@ -17,8 +17,9 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim.standin_sources import (DAPO_TRAINER_YAML, MAIN_DAPO, VERL_INIT, VERL_SETUP, VLLM_ASCEND_CAMEM,
-                                         VLLM_ASCEND_INIT, VLLM_ASCEND_SETUP, VLLM_ASCEND_WORKER, VLLM_SETUP)
+from dapo_ops.sim.standin_dapo import DAPO_TRAINER_YAML, MAIN_DAPO
+from dapo_ops.sim.standin_sources import (VERL_INIT, VERL_SETUP, VLLM_ASCEND_CAMEM, VLLM_ASCEND_INIT, VLLM_ASCEND_SETUP,
+                                         VLLM_ASCEND_WORKER, VLLM_SETUP)
 from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT
 
 PYPROJECT = """[build-system]

@@ -72,8 +72,82 @@ def test_more_nodes_than_the_inventory_is_refused_before_any_change(fleet):
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
-def test_launch_status_logs_stop(fleet, runs_dir):
-    launched = cli("launch", JOB, "--nodes", "2", "--json")
+# A node's listening TCP sockets, "ADDRESS:PORT PROCESS" per line (sshd left out).
+LISTENING = "ss -ltnpH | awk '{print $4, $6}' | grep -v sshd || true"
+# Every port in 1-65535 that dapo_ops/ray_ports.py pins (gcs/dashboard from the job spec's defaults).
+PINNED = {int(p) for name, value in __import__("dapo_ops.ray_ports", fromlist=["x"]).ray_ports(None).as_map().items()
+          for p in ([value] if "-" not in value else range(int(value.split("-")[0]), int(value.split("-")[1]) + 1))}
+TRY_PORTS = """import socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def answers(port):
+    try:
+        socket.create_connection((sys.argv[1], port), timeout=2).close()
+        return port
+    except OSError:
+        return None
+with ThreadPoolExecutor(64) as pool:
+    print(" ".join(str(p) for p in pool.map(answers, [int(p) for p in sys.argv[2:]]) if p))
+"""
+
+
+def open_ports(ip, ports, netns=None):
+    """The ports of `ports` that accept a connection to ip, tried from the root namespace or from `netns`."""
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    out = subprocess.run([*prefix, sys.executable, "-c", TRY_PORTS, ip, *map(str, ports)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return {int(p) for p in out.split()}
+
+
+@pytest.fixture
+def outsider():
+    """A namespace on the simulated training network that is no node of the run (10.78.0.250 on its bridge)."""
+    from dapo_ops.sim.netns import DATA_BRIDGE, DATA_SUBNET
+
+    name = "outsider-probe"
+    run = lambda *args: subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)  # noqa: E731
+    try:
+        run("netns", "add", name)
+        run("link", "add", "outs0h", "type", "veth", "peer", "name", "outs0n")
+        run("link", "set", "outs0h", "master", DATA_BRIDGE, "up")
+        run("link", "set", "outs0n", "netns", name)
+        for args in (["link", "set", "lo", "up"], ["addr", "add", f"{DATA_SUBNET}.250/24", "dev", "outs0n"],
+                     ["link", "set", "outs0n", "up"]):
+            run("-n", name, *args)
+        yield name
+    finally:
+        subprocess.run(["ip", "link", "del", "outs0h"], capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def ray_listening(host):
+    """(address, port) of every TCP socket a Ray process listens on, outside the loopback."""
+    found = set()
+    for line in sh(host, LISTENING).stdout.splitlines():
+        address, _, port = line.split()[0].rpartition(":")
+        if not address.startswith("127.") and address != "[::1]":
+            found.add((address, int(port)))
+    return found
+
+
+def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
+    """The full launch, with wandb: the key reaches verl's TaskRunner (the stand-in's wandb lookup passes) and no
+    other place; Ray's ports are pinned and answer the run's nodes only (issue 15, items 1 and 2)."""
+    import os
+
+    import yaml
+
+    key = f"dapo-test-key-{os.getpid()}-{time.time_ns()}"
+    key_file = tmp_path / "wandb.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    job = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
+    job["trainer"]["loggers"] = ["console", "file", "wandb"]
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(job))
+    launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(job_file), "--nodes", "2", "--json"],
+                              cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+                              env={k: v for k, v in dict(os.environ, WANDB_API_KEY_FILE=str(key_file)).items()
+                                   if k != "WANDB_API_KEY"})
     assert launched.returncode == 0, launched.stderr
     record = json.loads(launched.stdout)
     run_id = record["run_id"]
@@ -102,13 +176,45 @@ def test_launch_status_logs_stop(fleet, runs_dir):
         if state in ("SUCCEEDED", "FAILED", "STOPPED") or time.monotonic() > deadline:
             break
         time.sleep(3)
-    assert state == "SUCCEEDED", status.stdout + status.stderr
     logs = cli("logs", run_id)
+    assert state == "SUCCEEDED", status.stdout + status.stderr + logs.stdout[-3000:]
     assert logs.returncode == 0 and "dapo-ops dry mode: DAPO config composed (nnodes=2, n_gpus_per_node=16" in logs.stdout
+    assert key not in logs.stdout
+
+    # issue 15 (1): every port Ray listens on is a pinned one; from a namespace outside the run none answers, from
+    # the controller's management address neither, while the run's other node reaches the GCS
+    listening = {node: ray_listening(host) for node, host in fleet.items()}
+    assert all(listening.values()) and all(port in PINNED for ports in listening.values() for _, port in ports), listening
+    head_ports = sorted({port for _, port in listening["node1"]})
+    assert open_ports(head_ip, head_ports, netns=outsider) == set()
+    assert open_ports(fleet["node1"].address, head_ports) == set()
+    assert open_ports(head_ip, [6379, 10001, 52365], netns=outsider) == set()
+    assert sh(fleet["node2"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/6379'", ok=False).exit_code == 0
+    table = "dapo_ops_" + run_id.replace("-", "_")
+    for host in fleet.values():
+        assert table in sh(host, "nft list tables").stdout
+
+    # issue 15 (2): the key is in the run's 0600 netrc file on each node and nowhere else: not in a process's
+    # environment or command line, not in Ray's job metadata, not in the files on the controller
+    for host in fleet.values():
+        found = sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout.split()
+        assert found == [f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc"], found
+        assert sh(host, f"stat -c %a {found[0]}").stdout.strip() == "600"
+        assert sh(host, f"grep -lsF -- {key} /proc/[0-9]*/environ /proc/[0-9]*/cmdline || true").stdout.strip() == ""
+    from dapo_ops.layout import node_layout
+
+    ray = node_layout(fleet["node1"].vars).ray
+    jobs = sh(fleet["node1"], f"{ray} job list --address=http://127.0.0.1:8265 2>&1 || true").stdout
+    assert run_id in jobs and key not in jobs and "wandb.netrc" in jobs
+    assert not [p for p in runs_dir.rglob("*") if p.is_file() and key in p.read_text(errors="replace")]
+
     stopped = cli("stop", run_id)
     assert stopped.returncode == 0, stopped.stderr
     assert all(ray_processes(h) == "" for h in fleet.values())
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+    for host in fleet.values():  # the secret and the firewall table are gone with the run
+        assert sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout == ""
+        assert table not in sh(host, "nft list tables").stdout
     runs = json.loads(cli("runs", "--json").stdout)
     assert next(r for r in runs if r["run_id"] == run_id)["state"] == "stopped"
     rendered = runs_dir / run_id

@@ -14,7 +14,8 @@ from dapo_ops import firewall as fw
 from dapo_ops.errors import InventoryError
 
 DATA = Path(__file__).parent.parent / "data" / "firewall"
-RAY = {"gcs": 6379, "dashboard": 8265, "client": 10001, "dashboard_agent": 52365, "workers": "10002-19999"}
+# 52365 stands for a peer port here (Ray's default agent HTTP port is node-local: dapo_ops/ray_ports.py)
+RAY = {"gcs": 6379, "dashboard": 8265, "client": 10001, "dashboard_agent_grpc": 52365, "workers": "10002-19999"}
 HCCL = {"if_base": "60000-60031"}
 
 
@@ -44,7 +45,7 @@ def test_jumps_returns_source_limited_accepts_and_a_final_reject():
     # 10002-19999 accepted in the jumped-to chain, 52365 dropped there; 60000-60031 accepted from a subnet
     # (the peer may be in it: counted as open); everything else meets `reject`.
     assert problems(nft=ok("nft-jump-reject.txt")) == [
-        "nftables inet filter (chain input, policy drop) drops incoming TCP to Ray dashboard_agent 52365"]
+        "nftables inet filter (chain input, policy drop) drops incoming TCP to Ray dashboard_agent_grpc 52365"]
 
 
 def test_explicit_drop_and_reject_rules_under_an_accept_policy():
@@ -74,9 +75,18 @@ def test_ray_ports_picked_by_the_kernel_are_blocked_by_a_default_drop():
     assert line.endswith("Ray ephemeral 32768-52364, 52366-59999, 60032-60999")
 
 
+def test_a_firewall_dropping_rays_node_local_ports_is_what_dapo_ops_wants():
+    """The dashboard, its agent's HTTP port and the Ray Client answer on the node itself only (issue 15): a site
+    firewall that drops them from peers is not a problem, one that drops a peer port still is."""
+    local_only = {"dashboard": 8265, "client": 10001, "dashboard_agent": 52365, "gcs": 6379}
+    assert problems(ray=local_only, nft=ok("nft-jump-reject.txt")) == []
+    assert problems(ray=dict(local_only, node_manager=6380), nft=ok("nft-jump-reject.txt")) == [
+        "nftables inet filter (chain input, policy drop) drops incoming TCP to Ray node_manager 6380"]
+
+
 def test_ufw_active_default_deny():
     assert problems(ufw=ok("ufw-status-verbose-active.txt")) == [
-        "ufw (default incoming policy and rules) drops incoming TCP to Ray dashboard_agent 52365; "
+        "ufw (default incoming policy and rules) drops incoming TCP to Ray dashboard_agent_grpc 52365; "
         "HCCL if_base 60000-60031"]
 
 
@@ -123,5 +133,8 @@ def test_the_filters_the_preflight_role_uses():
     filters = FilterModule().filters()
     assert filters["dapo_port_map_errors"]({"gcs": "x"}, "dapo_ray_ports") == [
         "dapo_ray_ports.gcs: 'x' is not a port or a range FIRST-LAST"]
-    assert filters["dapo_port_map_errors"](RAY, "dapo_ray_ports") == []
+    assert filters["dapo_port_map_errors"]({"gcs": 6379, "workers": "10002-19999"}, "dapo_ray_ports") == []
+    assert filters["dapo_port_map_errors"]({"gcs": 6380}, "dapo_ray_ports") == [
+        "dapo_ray_ports.gcs: 6380 is also dapo_ray_ports.node_manager (6380)"]
+    assert filters["dapo_ray_ports_with_defaults"]({"gcs": 7000})["gcs"] == "7000"
     assert filters["dapo_firewall_problems"]({"nft": ok("nft-input-drop-ray-set.txt")}, RAY, HCCL)

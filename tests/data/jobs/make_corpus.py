@@ -79,7 +79,7 @@ CHANGED = {
     "sync-rollout": ({"rollout.mode": "sync"}, 2, "rollout.mode 'sync' was removed"),
     "port-past-65535": ({"cluster.ray_port": 70000}, 2, "cluster.ray_port: 70000 is not a TCP port"),
     "dashboard-port-zero": ({"cluster.dashboard_port": 0}, 2, "cluster.dashboard_port: 0 is not a TCP port"),
-    "dashboard-on-the-gcs-port": ({"cluster.dashboard_port": 6379}, 2, "is also cluster.ray_port"),
+    "dashboard-on-the-gcs-port": ({"cluster.dashboard_port": 6379}, 2, "cluster.dashboard_port: 6379 is also"),
     # inventory
     "three-nodes-of-two": ({"cluster.nodes": 3}, 2, "the job needs 3 node(s) but the inventory has 2"),
     "head-not-in-inventory": ({"cluster.head": "node9"}, 2, "cluster.head: 'node9' is not in the inventory"),

@@ -15,6 +15,18 @@ mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/
 if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
 fi
+# Every Ray port is pinned (dapo_ray_ports); the run's nftables table lets only the run's nodes reach them
+# (ray-firewall.nft, removed by `dapo-ops stop`; dapo_ray_firewall: false in the inventory turns it off).
+command -v nft >/dev/null ||
+  { echo 'nft is not installed on a2-node01: install the nftables package, or set dapo_ray_firewall: false in the inventory' >&2; exit 1; }
+nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
+export DASHBOARD_METRIC_PORT=44227
 exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
   --dashboard-host=127.0.0.1 --dashboard-port=8265 \
+  --ray-client-server-port=10001 \
+  --node-manager-port=6380 --object-manager-port=6381 \
+  --dashboard-agent-grpc-port=6382 \
+  --dashboard-agent-listen-port=52365 \
+  --runtime-env-agent-port=6383 --metrics-export-port=6384 \
+  --min-worker-port=10002 --max-worker-port=19999 \
   --resources='{"NPU": 16}' --temp-dir=/var/lib/dapo-ops/ray/tmp --disable-usage-stats

@@ -20,9 +20,6 @@ export RAY_DEDUP_LOGS=0
 export HYDRA_FULL_ERROR=1
 export VERL_FILE_LOGGER_PATH=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/metrics-render.jsonl
 export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
-# Secrets (e.g. WANDB_API_KEY) are never rendered: `dapo-ops launch` writes them, mode 0600, to secrets.env here.
-dapo_env_dir=$(dirname "${BASH_SOURCE[0]}")
-if [ -r "$dapo_env_dir/secrets.env" ]; then
-  source "$dapo_env_dir/secrets.env"
-fi
+# No secret is in here or in any process Ray starts: the job's API keys reach its workers as a 0600 netrc file
+# named by NETRC in the job's runtime environment (dapo_ops/job/secrets.py).
 ulimit -n 65536 2>/dev/null || true

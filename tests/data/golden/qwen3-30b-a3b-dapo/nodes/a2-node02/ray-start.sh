@@ -20,5 +20,16 @@ budget=${DAPO_START_TIMEOUT:-120}
 timeout "$budget" bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; done' \
   198.51.100.11 6379 ||
   { printf 'the Ray head at %s did not accept connections within %s s\n' 198.51.100.11:6379 "$budget" >&2; exit 1; }
+# Every Ray port is pinned (dapo_ray_ports); the run's nftables table lets only the run's nodes reach them
+# (ray-firewall.nft, removed by `dapo-ops stop`; dapo_ray_firewall: false in the inventory turns it off).
+command -v nft >/dev/null ||
+  { echo 'nft is not installed on a2-node02: install the nftables package, or set dapo_ray_firewall: false in the inventory' >&2; exit 1; }
+nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
 exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" /opt/miniconda3/envs/dapo/bin/ray start --address=198.51.100.11:6379 \
-  --node-ip-address=198.51.100.12 --resources='{"NPU": 16}' --disable-usage-stats
+  --node-ip-address=198.51.100.12 \
+  --node-manager-port=6380 --object-manager-port=6381 \
+  --dashboard-agent-grpc-port=6382 \
+  --dashboard-agent-listen-port=52365 \
+  --runtime-env-agent-port=6383 --metrics-export-port=6384 \
+  --min-worker-port=10002 --max-worker-port=19999 \
+  --resources='{"NPU": 16}' --disable-usage-stats
