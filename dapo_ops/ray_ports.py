@@ -30,6 +30,7 @@ DEFAULT_RAY_PORTS: dict[str, int | str] = {
     "runtime_env_agent": 6383,      # --runtime-env-agent-port: the node's own raylet
     "metrics_export": 6384,         # --metrics-export-port: a Prometheus scraper on the node
     "dashboard_metrics": 44227,     # DASHBOARD_METRIC_PORT (head): a Prometheus scraper on the node
+    "autoscaler_metrics": 44217,    # AUTOSCALER_METRIC_PORT (head; ray/autoscaler/_private/constants.py): the same
 }
 # Reached from the run's other nodes; the rest only from the node itself.
 PEER = ("gcs", "node_manager", "object_manager", "dashboard_agent_grpc", "workers")

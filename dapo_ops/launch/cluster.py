@@ -76,8 +76,14 @@ def _unmatchable_by_itself(text: str) -> str:
     return ere(text[:index]) + f"[{text[index]}]" + ere(text[index + 1:])
 
 
+# Every run table on the node (`dapo_ops_*`), deleted: on nodes this launch has locked, any is a dead run's, and
+# its peer set could keep this run's nodes out.
+DROP_RUN_TABLES = ("if command -v nft >/dev/null; then nft list tables inet 2>/dev/null | "
+                   "awk '$3 ~ /^dapo_ops_/ {print $3}' | while read -r t; do nft delete table inet \"$t\"; done; fi")
+
+
 def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, only_if_running: bool = False,
-             starters_of: str | None = None) -> dict[str, str | None]:
+             starters_of: str | None = None, first: str | None = None) -> dict[str, str | None]:
     """`ray stop --force` on every node in parallel; returns host -> error (None when stopped). With starters_of (a
     run's node directory), that run's ray-start.sh and the `ray start` it execs are killed first, so a start still in
     flight (a worker waiting for its head) cannot bring a raylet up after the stop."""
@@ -89,6 +95,8 @@ def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, on
             scripts = shlex.quote(_unmatchable_by_itself(f"{starters_of}/ray-start.sh"))
             starts = shlex.quote(_unmatchable_by_itself(f"{ray[host.name]} start"))
             command = f"pkill -f -- {scripts}; pkill -f -- {starts}; {command}"
+        if first:
+            command = f"{first}; {command}"
         return run_on(host, command, timeout=timeout).error
     return fan_out(hosts, stop).results
 

@@ -136,9 +136,10 @@ class _Launch:
             step.done(f"{len(files)} files to {record.node_dir}" + (f" ({NETRC_NAME} 0600)" if secrets else ""))
 
     def stop_leftovers(self) -> None:
-        with self.steps.step("stop Ray leftovers"):
+        with self.steps.step("stop Ray leftovers (and dead runs' firewall tables)"):
             unreachable = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"],
-                                                             only_if_running=True).items() if e}
+                                                             only_if_running=True,
+                                                             first=cluster.DROP_RUN_TABLES).items() if e}
             if unreachable:
                 raise cluster.LaunchError("stopping Ray leftovers: " + "; ".join(unreachable.values()))
 

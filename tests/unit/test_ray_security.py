@@ -83,7 +83,8 @@ def test_ray_start_gets_every_pinned_port_and_loads_the_runs_table_first():
                      "--metrics-export-port=6384", "--min-worker-port=20000", "--max-worker-port=20999"):
             assert flag in script, flag
         assert script.index("/ray-firewall.nft\"") < script.index(" start --")
-    assert "--ray-client-server-port=10001" in head and "export DASHBOARD_METRIC_PORT=44227" in head
+    assert "--ray-client-server-port=10001" in head
+    assert "export DASHBOARD_METRIC_PORT=44227 AUTOSCALER_METRIC_PORT=44217" in head
     assert "--dashboard-host=127.0.0.1" in head
     table = files["nodes/b/ray-firewall.nft"]
     assert "elements = { 10.1.0.1, 10.1.0.2 }" in table

@@ -20,7 +20,7 @@ fi
 command -v nft >/dev/null ||
   { echo 'nft is not installed on a2-node01: install the nftables package, or set dapo_ray_firewall: false in the inventory' >&2; exit 1; }
 nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
-export DASHBOARD_METRIC_PORT=44227
+export DASHBOARD_METRIC_PORT=44227 AUTOSCALER_METRIC_PORT=44217
 exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
   --dashboard-host=127.0.0.1 --dashboard-port=8265 \
   --ray-client-server-port=10001 \
