@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
@@ -161,8 +162,9 @@ def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
 
 # --------------------------------------------------------------------------------------------------- running
 
-def start(node: NodeState) -> None:
-    """Run the node's init script as PID 1 of new namespaces; sets node.unshare_pid and node.pid1."""
+def start(node: NodeState, record: Callable[..., None]) -> None:
+    """Run the node's init script as PID 1 of new namespaces; sets node.unshare_pid and node.pid1, and records each
+    process as soon as it is known."""
     log = open(Path(node.dir) / "init.log", "ab")
     proc = subprocess.Popen(
         ["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
@@ -170,6 +172,7 @@ def start(node: NodeState) -> None:
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     log.close()
     node.unshare_pid = proc.pid
+    record("process", f"{node.name}/unshare", proc.pid)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not node.pid1:
         kids = children(proc.pid)
@@ -179,6 +182,7 @@ def start(node: NodeState) -> None:
         time.sleep(0.01)
     if not node.pid1:
         raise SimError(f"{node.name} did not start; see {node.dir}/init.log")
+    record("process", f"{node.name}/pid1", node.pid1)
 
 
 def wait_for_sshd(nodes: list[NodeState], timeout: float = 20) -> None:
