@@ -196,7 +196,7 @@ class SimFleet:
         for n in state.nodes:
             node.prepare(n, node_count=spec.nodes, npus_per_node=spec.npus_per_node, faults=faults,
                          manifest=self.manifest, client_public_key=self.key_file.with_suffix(".pub"),
-                         fabric=self.fabric_dir)
+                         fabric=self.fabric_dir, hide=self.state_dir)
             netns.add_node(n, record)
             node.start(n, record)
         node.wait_for_sshd(state.nodes)

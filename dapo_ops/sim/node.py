@@ -61,8 +61,9 @@ def host_public_key(node: NodeState) -> Path:
 # ------------------------------------------------------------------------------------------------------ disk
 
 def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: list[hwmodel.Fault],
-            manifest: StackManifest, client_public_key: Path, fabric: Path) -> None:
-    """Write the node's directory from scratch; `fabric` is the fleet-wide RoCE table every node sees."""
+            manifest: StackManifest, client_public_key: Path, fabric: Path, hide: Path) -> None:
+    """Write the node's directory from scratch; `fabric` is the fleet-wide RoCE table every node sees, `hide` the
+    simulator's state dir, which the node sees empty."""
     d = Path(node.dir)
     if d.exists():
         shutil.rmtree(d)
@@ -78,7 +79,7 @@ def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: lis
             conf += [f"address_{npu['id']}={npu['device_ip']}", f"netmask_{npu['id']}={npu['netmask']}"]
     (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
     present = [n["id"] for n in model["npus"] if n["present"]]
-    (d / "init.sh").write_text(init_script(node, present, fabric))
+    (d / "init.sh").write_text(init_script(node, present, fabric, hide))
 
 
 def _make_dirs(d: Path) -> None:
@@ -144,8 +145,8 @@ def sshd_config(node: NodeState) -> str:
         ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}")
 
 
-def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
-    """The node's PID 1: its mounts (overlays, private dirs, /dev), then sshd in the foreground."""
+def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path) -> str:
+    """The node's PID 1: its mounts (overlays, private dirs, /dev, an empty `hide`), then sshd in the foreground."""
     d = Path(node.dir)
 
     def overlay(path: str) -> dict[str, str]:
@@ -157,7 +158,7 @@ def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
         name=node.name, overlays=[overlay(o) for o in OVERLAYS], late_overlays=[overlay(o) for o in LATE_OVERLAYS],
         private_binds=[{"source": f"{d}/{_key(p)}", "target": f"/{p}"} for p in PRIVATE_DIRS],
         dev=f"{d}/devstage", hw=f"{d}/hw", fabric=str(fabric), davinci=[f"davinci{k}" for k in npus],
-        sshd=SSHD, sshd_config=SSHD_CONFIG)
+        hide=str(hide.resolve()), sshd=SSHD, sshd_config=SSHD_CONFIG)
 
 
 # --------------------------------------------------------------------------------------------------- running

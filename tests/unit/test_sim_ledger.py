@@ -1,5 +1,5 @@
 """The simulator's ledger (issue 15, item 7): `sim up` records what it made as it makes it, `sim down` removes what
-is recorded and still the very thing recorded. No root needed."""
+is recorded and still the very thing recorded, and a node sees the simulator's state dir empty. No root needed."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dapo_ops.errors import SimError
-from dapo_ops.sim import ledger, netns, proc
+from dapo_ops.sim import ledger, netns, node, proc
 from dapo_ops.sim.state import FleetState, NodeState, Resource
 
 
@@ -132,3 +132,14 @@ def test_a_name_that_is_taken_fails_the_bring_up_naming_it(monkeypatch):
                       peer="dapo1n")
     assert recorded == []
 
+
+def test_a_node_mounts_an_empty_dir_over_the_state_dir_after_its_last_overlay(tmp_path):
+    state_dir = tmp_path / "sim state"
+    (state_dir / "nodes").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(state_dir)
+    script = node.init_script(node_state(1), [0, 1], state_dir / "fabric", tmp_path / "link")
+    hide = f"mount -t tmpfs -o mode=0700,size=4k,nosuid,nodev,noexec dapo-hidden '{state_dir.resolve()}'"
+    lines = script.splitlines()
+    assert hide in lines
+    assert lines.index(hide) > max(i for i, line in enumerate(lines) if "-t overlay" in line)
+    assert lines[-1].startswith("exec ")
