@@ -53,13 +53,14 @@ def sim_status(as_json: bool) -> None:
     out.document(status)
     if not status["up"]:
         raise DapoError("the simulated fleet is not up" + (
-            f" (leftovers: {status['leftovers']}; run `dapo-ops sim down`)" if status.get("leftovers") else ""))
+            f" (leftovers not recorded by this simulator, which `sim down` leaves alone: {status['leftovers']})"
+            if status.get("leftovers") else ""))
 
 
 @sim.command("down")
 @json_option
 def sim_down(as_json: bool) -> None:
-    """Tear the simulated fleet down, leaving no namespace, mount, process or link behind."""
+    """Tear the simulated fleet down: every namespace, process and link that `sim up` recorded making."""
     from dapo_ops.sim.fleet import SimFleet
 
     out = Output(as_json)

@@ -2,7 +2,8 @@
 
 The steps live in their own modules: mirror (the artifact mirror), netns (bridges and each node's namespace),
 node (a node's disk and its sshd PID 1), access (SSH files and inventory), preinstall (an installed HDK/CANN).
-This module orders them and records what it started in <state dir>/fleet.json (state).
+This module orders them and records what it started in <state dir>/fleet.json (state), each bridge, namespace, veth
+and process in its ledger (ledger) right after it was made: `down` removes what the ledger records, nothing else.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import asdict
@@ -19,11 +19,11 @@ from pathlib import Path
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import SIM_INVENTORY_DIR
-from dapo_ops.sim import access, hwmodel, mirror, netns, node
+from dapo_ops.sim import access, hwmodel, ledger, mirror, netns, node
 from dapo_ops.sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
 from dapo_ops.sim.node import exec_in
 from dapo_ops.sim.preinstall import preinstall
-from dapo_ops.sim.proc import alive, kill_if_ours, port_open, wait_gone
+from dapo_ops.sim.proc import alive, boot_id, port_open
 from dapo_ops.sim.state import FleetSpec, FleetState, NodeState
 
 # Imported from here by the CLI, the tests and the benchmarks.
@@ -104,7 +104,8 @@ class SimFleet:
         except FileNotFoundError:
             return None
         except (ValueError, TypeError) as exc:
-            raise SimError(f"simulator state {self.state_file} is unreadable ({exc}); run `dapo-ops sim down`")
+            raise SimError(f"simulator state {self.state_file} is unreadable ({exc}): remove the fleet's namespaces, "
+                           "links and processes yourself, then the file")
 
     def _save_state(self, state: FleetState) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -149,9 +150,11 @@ class SimFleet:
         if current is not None and current.spec == json.loads(json.dumps(asdict(spec))) and self._healthy(current):
             self.log(f"fleet of {spec.nodes} node(s) already up; nothing to do")
             return current
-        if current is not None or netns.leftovers():
+        if current is not None:
             self.log("removing the previous simulated fleet")
             self.down()
+        elif leftovers := netns.leftovers():  # not recorded: left alone (a name it needs that is taken fails it)
+            self.log(f"named like the simulator's but not recorded by it, left alone: {leftovers}")
         for path in (self.state_dir, self.ssh_dir, self.logs_dir):
             path.mkdir(parents=True, exist_ok=True)
         for private in node.PRIVATE_DIRS:  # mount points for the nodes' own empty directories (normally all exist)
@@ -162,8 +165,8 @@ class SimFleet:
         mirror.prepare(self.mirror_root, self.state_dir / "cache", self.manifest, self.logs_dir / "mirror-build.log")
         access.ensure_client_key(self.key_file)
         state = FleetState(spec=asdict(spec), nodes=self._plan_nodes(spec.nodes), mirror_url=self.mirror_url,
-                           created_at=time.time())
-        self._save_state(state)  # written first, so `down` can clean up after a crashed `up`
+                           created_at=time.time(), boot_id=boot_id())
+        self._save_state(state)  # written first, and again as each thing is made: `down` cleans up after a crash
         try:
             self._bring_up(state, spec, faults)
         except BaseException:
@@ -185,16 +188,17 @@ class SimFleet:
                 for index, name in enumerate(hwmodel.node_names(count), 1)]
 
     def _bring_up(self, state: FleetState, spec: FleetSpec, faults: list[hwmodel.Fault]) -> None:
-        netns.make_bridges()
-        state.mirror_pid = mirror.start(self.mirror_root, BRIDGE_IP, MIRROR_PORT, self.logs_dir / "mirror.log")
+        record = ledger.Recorder(state, self._save_state)
+        netns.make_bridges(record)
+        state.mirror_pid = mirror.start(self.mirror_root, BRIDGE_IP, MIRROR_PORT, self.logs_dir / "mirror.log",
+                                        record)
         self._save_state(state)
         for n in state.nodes:
             node.prepare(n, node_count=spec.nodes, npus_per_node=spec.npus_per_node, faults=faults,
                          manifest=self.manifest, client_public_key=self.key_file.with_suffix(".pub"),
-                         fabric=self.fabric_dir)
-            netns.add_node(n)
-            node.start(n)
-            self._save_state(state)
+                         fabric=self.fabric_dir, hide=self.state_dir)
+            netns.add_node(n, record)
+            node.start(n, record)
         node.wait_for_sshd(state.nodes)
         access.write_known_hosts(state.nodes, self.known_hosts)
         access.write_ssh_config(state.nodes, self.ssh_config, self.key_file, self.known_hosts)
@@ -258,31 +262,17 @@ class SimFleet:
     # ------------------------------------------------------------------------------------------------ down
 
     def down(self) -> dict[str, list[str]]:
-        """Remove every trace of the fleet: node processes, namespaces, links, the mirror, the node disks."""
+        """Remove the fleet: what its ledger records (node processes, namespaces, veths, bridges, the mirror) while
+        still the very thing recorded, then the node disks and the access files. A second `down` finds nothing."""
         if os.geteuid() != 0:
             raise SimError("the simulated fleet needs root (network and mount namespaces)")
         removed: dict[str, list[str]] = {"processes": [], "netns": [], "links": []}
         state = self.load_state()
         if state is not None:
-            self._stop_processes(state, removed)
-        netns.remove_namespaces(removed)
-        netns.remove_links(removed)
-        if state is not None:
-            wait_gone([p for n in state.nodes for p in (n.pid1, n.unshare_pid) if p] +
-                      ([state.mirror_pid] if state.mirror_pid else []))
+            ledger.teardown(state, removed)
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
         shutil.rmtree(self.fabric_dir, ignore_errors=True)
         for path in (self.state_file, self.inventory_file, self.known_hosts, self.ssh_config):
             if path.exists():
                 path.unlink()
         return removed
-
-    @staticmethod
-    def _stop_processes(state: FleetState, removed: dict[str, list[str]]) -> None:
-        """Kill each node's PID 1 (which stops the node) and its unshare, then stop the mirror."""
-        for n in state.nodes:
-            for pid, marker in ((n.pid1, Path(node.SSHD_CONFIG).name), (n.unshare_pid, n.dir)):
-                if kill_if_ours(pid, marker, signal.SIGKILL):
-                    removed["processes"].append(f"{n.name}:{pid}")
-        if kill_if_ours(state.mirror_pid, "dapo_ops.sim.mirror", signal.SIGTERM):
-            removed["processes"].append(f"mirror:{state.mirror_pid}")

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,14 +137,16 @@ def serve(root: Path, bind: str, port: int) -> None:
         server.serve_forever()
 
 
-def start(root: Path, bind: str, port: int, log_file: Path) -> int:
-    """Serve the mirror from a detached process (this module's main); return its PID once the port answers."""
+def start(root: Path, bind: str, port: int, log_file: Path, record: Callable[..., None]) -> int:
+    """Serve the mirror from a detached process (this module's main), recorded as soon as it exists; return its PID
+    once the port answers."""
     log = open(log_file, "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "dapo_ops.sim.mirror", "--root", str(root), "--bind", bind, "--port", str(port)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
     log.close()
+    record("process", "mirror", proc.pid)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if port_open(bind, port):

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
@@ -60,8 +61,9 @@ def host_public_key(node: NodeState) -> Path:
 # ------------------------------------------------------------------------------------------------------ disk
 
 def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: list[hwmodel.Fault],
-            manifest: StackManifest, client_public_key: Path, fabric: Path) -> None:
-    """Write the node's directory from scratch; `fabric` is the fleet-wide RoCE table every node sees."""
+            manifest: StackManifest, client_public_key: Path, fabric: Path, hide: Path) -> None:
+    """Write the node's directory from scratch; `fabric` is the fleet-wide RoCE table every node sees, `hide` the
+    simulator's state dir, which the node sees empty."""
     d = Path(node.dir)
     if d.exists():
         shutil.rmtree(d)
@@ -77,7 +79,7 @@ def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: lis
             conf += [f"address_{npu['id']}={npu['device_ip']}", f"netmask_{npu['id']}={npu['netmask']}"]
     (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
     present = [n["id"] for n in model["npus"] if n["present"]]
-    (d / "init.sh").write_text(init_script(node, present, fabric))
+    (d / "init.sh").write_text(init_script(node, present, fabric, hide))
 
 
 def _make_dirs(d: Path) -> None:
@@ -143,8 +145,8 @@ def sshd_config(node: NodeState) -> str:
         ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}")
 
 
-def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
-    """The node's PID 1: its mounts (overlays, private dirs, /dev), then sshd in the foreground."""
+def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path) -> str:
+    """The node's PID 1: its mounts (overlays, private dirs, /dev, an empty `hide`), then sshd in the foreground."""
     d = Path(node.dir)
 
     def overlay(path: str) -> dict[str, str]:
@@ -156,13 +158,14 @@ def init_script(node: NodeState, npus: list[int], fabric: Path) -> str:
         name=node.name, overlays=[overlay(o) for o in OVERLAYS], late_overlays=[overlay(o) for o in LATE_OVERLAYS],
         private_binds=[{"source": f"{d}/{_key(p)}", "target": f"/{p}"} for p in PRIVATE_DIRS],
         dev=f"{d}/devstage", hw=f"{d}/hw", fabric=str(fabric), davinci=[f"davinci{k}" for k in npus],
-        sshd=SSHD, sshd_config=SSHD_CONFIG)
+        hide=str(hide.resolve()), sshd=SSHD, sshd_config=SSHD_CONFIG)
 
 
 # --------------------------------------------------------------------------------------------------- running
 
-def start(node: NodeState) -> None:
-    """Run the node's init script as PID 1 of new namespaces; sets node.unshare_pid and node.pid1."""
+def start(node: NodeState, record: Callable[..., None]) -> None:
+    """Run the node's init script as PID 1 of new namespaces; sets node.unshare_pid and node.pid1, and records each
+    process as soon as it is known."""
     log = open(Path(node.dir) / "init.log", "ab")
     proc = subprocess.Popen(
         ["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
@@ -170,6 +173,7 @@ def start(node: NodeState) -> None:
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     log.close()
     node.unshare_pid = proc.pid
+    record("process", f"{node.name}/unshare", proc.pid)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not node.pid1:
         kids = children(proc.pid)
@@ -179,6 +183,7 @@ def start(node: NodeState) -> None:
         time.sleep(0.01)
     if not node.pid1:
         raise SimError(f"{node.name} did not start; see {node.dir}/init.log")
+    record("process", f"{node.name}/pid1", node.pid1)
 
 
 def wait_for_sshd(nodes: list[NodeState], timeout: float = 20) -> None:

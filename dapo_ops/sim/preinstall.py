@@ -1,12 +1,15 @@
 """Start nodes on an already installed HDK/CANN, for `sim up --provisioned` and the fault knobs that ask for one.
 
 The stand-in .run installers (driver and firmware built from the catalog at the version each node starts with,
-CANN from the mirror) run inside the node, followed by the emulated reboot that activates the firmware.
+CANN from the mirror) run inside the node, followed by the emulated reboot that activates the firmware. The node does
+not see the simulator's state dir, where they are built or served: each is copied into the node's own /tmp for its
+run, as an administrator would download it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from dapo_ops.errors import SimError
@@ -16,7 +19,12 @@ from dapo_ops.sim.state import FleetSpec, NodeState
 
 TOOLKIT_ENV = {"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest"}
 
-Step = tuple[list[str], dict[str, str]]
+# (command, environment, the host file it runs as /tmp/<name> or None)
+Step = tuple[list[str], dict[str, str], Path | None]
+
+
+def _installer(path: Path, args: list[str], env: dict[str, str] | None = None) -> Step:
+    return ["bash", f"/tmp/{path.name}", *args], env or {}, path
 
 
 def preinstall(nodes: list[NodeState], spec: FleetSpec, faults: list[hwmodel.Fault], manifest: StackManifest,
@@ -33,8 +41,8 @@ def preinstall(nodes: list[NodeState], spec: FleetSpec, faults: list[hwmodel.Fau
         steps = _hdk_steps(start, manifest, build_dir)
         if spec.provisioned:
             steps += _cann_steps(manifest, mirror.MirrorLayout(mirror_root).artifacts)
-        for command, env in steps:
-            _run_step(n, command, env)
+        for step in steps:
+            _run_step(n, step)
         _add_installer_faults(n, faults)
 
 
@@ -47,25 +55,33 @@ def _hdk_steps(start: hwmodel.HdkStart, manifest: StackManifest, build_dir: Path
         package = artifacts.catalog_package(manifest, component, version)
         path = build_dir / package.file
         path.write_bytes(artifacts.build(package))
-        steps.append((["bash", str(path), *flags, "--quiet", "--nox11"], {}))
+        steps.append(_installer(path, [*flags, "--quiet", "--nox11"]))
     if steps:
-        steps.append(([node.REBOOT_COMMAND], {}))
+        steps.append(([node.REBOOT_COMMAND], {}, None))
     if start.half_installed:
-        steps.append((["rm", "-f", "/usr/local/Ascend/driver/tools/upgrade-tool"], {}))
+        steps.append((["rm", "-f", "/usr/local/Ascend/driver/tools/upgrade-tool"], {}, None))
     return steps
 
 
 def _cann_steps(manifest: StackManifest, served: Path) -> list[Step]:
     """The pinned CANN toolkit, kernels and NNAL, from the mirror's artifacts directory."""
     return [
-        (["bash", str(served / manifest.artifact("cann_toolkit").file), "--full", "--quiet"], {}),
-        (["bash", str(served / manifest.artifact("cann_kernels").file), "--install", "--quiet"], {}),
-        (["bash", str(served / manifest.artifact("cann_nnal").file), "--install", "--quiet"], TOOLKIT_ENV),
+        _installer(served / manifest.artifact("cann_toolkit").file, ["--full", "--quiet"]),
+        _installer(served / manifest.artifact("cann_kernels").file, ["--install", "--quiet"]),
+        _installer(served / manifest.artifact("cann_nnal").file, ["--install", "--quiet"], TOOLKIT_ENV),
     ]
 
 
-def _run_step(n: NodeState, command: list[str], env: dict[str, str]) -> None:
-    result = node.exec_in(n, command, env=env)
+def _run_step(n: NodeState, step: Step) -> None:
+    command, env, installer = step
+    copy = Path(n.dir) / "tmp" / installer.name if installer else None  # the node's own /tmp
+    if copy:
+        shutil.copyfile(installer, copy)
+    try:
+        result = node.exec_in(n, command, env=env)
+    finally:
+        if copy:
+            copy.unlink(missing_ok=True)
     # 2: installed, reboot required (the reboot is a step of its own)
     if result.returncode not in (0, 2):
         out = (result.stdout + result.stderr).strip().splitlines()

@@ -20,9 +20,14 @@ def run(cmd: list[str], what: str, check: bool = True, timeout: float = 60, **kw
     except subprocess.TimeoutExpired:
         raise SimError(f"{what}: `{' '.join(cmd)}` did not finish in {timeout:.0f} s") from None
     if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise SimError(f"{what}: {detail[-1] if detail else 'exit code %d' % result.returncode}")
+        raise failure(what, result)
     return result
+
+
+def failure(what: str, result: subprocess.CompletedProcess) -> SimError:
+    """The one-line error for a failed host command: the step, then the command's last line of output."""
+    detail = (result.stderr or result.stdout).strip().splitlines()
+    return SimError(f"{what}: {detail[-1] if detail else 'exit code %d' % result.returncode}")
 
 
 def alive(pid: int | None) -> bool:
@@ -57,9 +62,36 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def kill_if_ours(pid: int | None, marker: str, sig: int) -> bool:
-    """Signal the process only while its command line still holds `marker`, so a recycled PID is left alone."""
-    if not (alive(pid) and marker in cmdline(pid)):
+def start_time(pid: int | None) -> int | None:
+    """When the process started, in clock ticks since boot (field 22 of /proc/PID/stat); None when it is gone.
+    With the PID, it names one process: a recycled PID has a later start time."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text() if pid else ""
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()  # the command name before ")" may hold spaces
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def boot_time() -> float:
+    """When this machine booted, in seconds since the epoch (/proc/stat btime)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    raise SimError("/proc/stat has no btime")
+
+
+def kill_if_ours(pid: int | None, start: int | None, sig: int, marker: str = "") -> bool:
+    """Signal the process only while it is the one recorded: it has the recorded start time or, for a record
+    without one, its command line still holds `marker`. A recycled PID is left alone."""
+    if not alive(pid):
+        return False
+    ours = start_time(pid) == start if start is not None else bool(marker) and marker in cmdline(pid)
+    if not ours:
         return False
     try:
         os.kill(pid, sig)

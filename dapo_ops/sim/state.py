@@ -1,4 +1,5 @@
-"""What a simulated fleet was asked for (FleetSpec) and what `sim up` started (FleetState, saved as fleet.json)."""
+"""What a simulated fleet was asked for (FleetSpec) and what `sim up` started (FleetState, saved as fleet.json),
+with the ledger of everything it made (Resource), which is all that `sim down` removes."""
 
 from __future__ import annotations
 
@@ -32,6 +33,22 @@ class NodeState:
 
 
 @dataclass
+class Resource:
+    """One thing `sim up` made, recorded right after it was made.
+
+    kind: "bridge", "netns", "link" (the host end of a veth pair: deleting it deletes its peer) or "process".
+    ident tells it apart from a namesake made after it was gone: a process's start time (proc.start_time), a
+    namespace's inode, a link's ifindex. None when unknown (a ledger rebuilt from an older fleet.json), and then a
+    process is recognised by `marker` in its command line instead.
+    """
+    kind: str
+    name: str
+    pid: int | None = None
+    ident: int | None = None
+    marker: str = ""
+
+
+@dataclass
 class FleetState:
     spec: dict
     nodes: list[NodeState] = field(default_factory=list)
@@ -40,6 +57,9 @@ class FleetState:
     mirror_url: str = ""
     created_at: float = 0.0
     up_seconds: float | None = None
+    boot_id: str = ""  # the machine's boot the ledger belongs to: no process, namespace or link outlives a reboot
+    # None: a fleet.json written before the ledger (see ledger.resources)
+    ledger: list[Resource] | None = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -48,4 +68,5 @@ class FleetState:
     def from_json(cls, text: str) -> FleetState:
         data = json.loads(text)
         data["nodes"] = [NodeState(**n) for n in data.get("nodes", [])]
+        data["ledger"] = None if data.get("ledger") is None else [Resource(**r) for r in data["ledger"]]
         return cls(**data)

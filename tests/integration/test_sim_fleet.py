@@ -80,3 +80,18 @@ def test_real_ansible_reaches_the_nodes_with_host_key_checking(fleet):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == 2 and "UNREACHABLE" not in result.stdout
+
+
+def test_a_node_cannot_read_the_simulators_state_dir(sim, fleet):
+    """The controller's SSH key, the fleet state and the other nodes' disks live in the simulator's state dir, which
+    a node sees empty, whether it is under /var/lib (the nodes' overlay) or anywhere else on the host."""
+    state = sim.load_state()
+    node2_disk = Path(state.nodes[1].dir)
+    secrets = [sim.key_file, sim.state_file, node2_disk / "hw" / "hw.json",
+               node2_disk / "upper" / "etc" / "ssh" / "dapo_host_ed25519_key"]
+    assert all(path.exists() for path in secrets)  # on the host
+    node1 = fleet["node1"]
+    for path in secrets:
+        assert sh(node1, f"cat {path}", ok=False).exit_code != 0, path
+    assert sh(node1, f"ls -A {sim.state_dir}").stdout == ""
+    assert sh(node1, "cat /dev/.dapo-sim/hw.json").stdout.startswith("{")  # its own hardware model is still there

@@ -1,12 +1,18 @@
 """`sim up` is idempotent; `sim down` leaves nothing behind, also after a crashed bring-up."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dapo_ops.sim.fleet import BRIDGE, NETNS_PREFIX, FleetSpec
+import pytest
+
+from dapo_ops.errors import SimError
+from dapo_ops.sim import node
+from dapo_ops.sim.fleet import BRIDGE, NETNS_PREFIX, FleetSpec, SimFleet
+from dapo_ops.sim.netns import DATA_BRIDGE
 
 
 def netns():
@@ -14,10 +20,22 @@ def netns():
     return [line.split()[0] for line in out.splitlines() if line.startswith(NETNS_PREFIX)]
 
 
+def netns_pids(name):
+    return subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+
+
+def wait_for(condition, timeout=5):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def links():
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     names = [line.split(":")[1].strip().split("@")[0] for line in out.splitlines()]
-    return [n for n in names if n == BRIDGE or (n.startswith("dapo") and n[-1] in "hn" and n[4:-1].isdigit())]
+    return [n for n in names if n in (BRIDGE, DATA_BRIDGE) or
+            (n.startswith("dapo") and n[-1] in "hnde" and n[4:-1].isdigit())]
 
 
 def our_processes(state_dir: Path):
@@ -63,19 +81,72 @@ def test_up_is_idempotent_and_down_is_clean(sim):
     assert_clean(sim)
 
 
-def test_down_after_a_crashed_up(sim):
+def test_down_after_a_crashed_up(sim, monkeypatch):
     sim.down()
-    # what a bring-up killed half-way leaves behind: a bridge, a namespace with a process in it, no state file
-    subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
-    subprocess.run(["ip", "netns", "add", f"{NETNS_PREFIX}node1"], check=True)
-    subprocess.run(["ip", "link", "add", "dapo1h", "type", "veth", "peer", "name", "dapo1n"], check=True)
-    sleeper = subprocess.Popen(["ip", "netns", "exec", f"{NETNS_PREFIX}node1", "sleep", "600"])
-    time.sleep(0.2)
-    assert sim.status()["leftovers"]
-    cli = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "sim", "status"], capture_output=True, text=True)
-    assert cli.returncode == 1 and "leftovers" in cli.stderr
+    real_start = node.start
+
+    def start(n, *args, **kwargs):
+        real_start(n, *args, **kwargs)
+        if n.index == 2:
+            raise RuntimeError("the bring-up died here")
+
+    # a bring-up killed half-way, after node2's namespace, veths and processes were made: no teardown ran
+    monkeypatch.setattr(node, "start", start)
+    monkeypatch.setattr(SimFleet, "down", lambda self: {})
+    with pytest.raises(RuntimeError, match="died here"):
+        sim.up(FleetSpec(nodes=2))
+    monkeypatch.undo()
+    assert sorted(netns()) == [f"{NETNS_PREFIX}node1", f"{NETNS_PREFIX}node2"]
+    assert len(our_processes(sim.state_dir)) >= 5  # two unshares, two PID 1s, the mirror
+    sim.down()  # from the state file alone
+    assert_clean(sim)
+
+
+def test_foreign_resources_named_like_ours_survive_up_and_down(sim):
+    """A namespace, a process in it, its /etc/netns dir and a veth that the simulator did not make are not its own,
+    whatever their names: `sim up` and `sim down` leave them alone."""
     sim.down()
-    sleeper.wait(timeout=5)
+    victim, etc = f"{NETNS_PREFIX}victim", Path(f"/etc/netns/{NETNS_PREFIX}victim")
+    sleeper = None
+    try:
+        subprocess.run(["ip", "netns", "add", victim], check=True)
+        etc.mkdir(parents=True)
+        (etc / "resolv.conf").write_text("options timeout:1\n")
+        subprocess.run(["ip", "link", "add", "dapo9h", "type", "veth", "peer", "name", "dapo9n"], check=True)
+        sleeper = subprocess.Popen(["ip", "netns", "exec", victim, "sleep", "600"])
+        wait_for(lambda: str(sleeper.pid) in netns_pids(victim))
+        assert victim in sim.status()["leftovers"]["netns"]
+        cli = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "sim", "status"], capture_output=True, text=True)
+        assert cli.returncode == 1 and "leftovers" in cli.stderr
+
+        sim.up(FleetSpec(nodes=1))
+        assert sorted(netns()) == [f"{NETNS_PREFIX}node1", victim]
+        sim.down()
+        assert netns() == [victim]
+        assert sleeper.poll() is None and str(sleeper.pid) in netns_pids(victim)
+        assert (etc / "resolv.conf").exists()
+        assert sorted(links()) == ["dapo9h", "dapo9n"]
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=5)
+        subprocess.run(["ip", "link", "del", "dapo9h"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", victim], capture_output=True)
+        shutil.rmtree(etc, ignore_errors=True)
+    assert_clean(sim)
+
+
+def test_a_name_of_ours_taken_by_someone_else_fails_the_up_and_is_left_alone(sim):
+    sim.down()
+    taken = f"{NETNS_PREFIX}node2"
+    try:
+        subprocess.run(["ip", "netns", "add", taken], check=True)
+        with pytest.raises(SimError, match=f"create {taken}: .*not recorded by this simulator"):
+            sim.up(FleetSpec(nodes=2))
+        assert netns() == [taken]  # node1's namespace was ours and is gone, the taken one is still there
+        assert links() == []
+    finally:
+        subprocess.run(["ip", "netns", "del", taken], capture_output=True)
     assert_clean(sim)
 
 
