@@ -58,7 +58,7 @@ def test_the_manifest_pins_sources_by_tag_and_commit(manifest):
 
 
 def _stack(manifest, **packages):
-    pinned = dict(pinned_python_packages(manifest), numpy="1.26.4", ray="2.46.0")
+    pinned = dict(pinned_python_packages(manifest), numpy="1.26.4", ray="2.54.1")
     return {"python": f"{manifest.python_version}.2", "packages": dict(pinned, **packages), "import_errors": {},
             "torch_cxx11_abi": True, "atb_home_path": "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1"}
 

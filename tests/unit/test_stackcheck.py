@@ -11,7 +11,7 @@ def manifest():
 
 @pytest.fixture
 def pinned(manifest):
-    packages = dict(pinned_python_packages(manifest), numpy="1.26.4", ray="2.46.0")
+    packages = dict(pinned_python_packages(manifest), numpy="1.26.4", ray="2.54.1")
     return {"python": f"{manifest.python_version}.2", "packages": packages, "import_errors": {},
             "torch_cxx11_abi": True, "atb_cxx_abi": "1"}
 
