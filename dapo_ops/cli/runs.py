@@ -97,7 +97,8 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
         health = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note)
         job, lost = health.job, health.lost
     elif needs_ray_status(record):
-        job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
+        job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+                                     record.submission_id)
         reconcile(record, job)
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
              (f" — {record.reason}" if record.reason else ""))
@@ -159,7 +160,8 @@ def logs(run: str, follow: bool, inventory: Path | None) -> None:
     record, _, head = run_context(run, inventory)
     if not record.submission_id:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
-    cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.submission_id, follow, sys.stdout)
+    cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.token_file, record.submission_id,
+                     follow, sys.stdout)
 
 
 @click.command()

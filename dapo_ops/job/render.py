@@ -40,10 +40,16 @@ RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
 # A run's files on every node: RUNS_ROOT/<run id> (the run record's node_dir).
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
 FIREWALL_VAR = "dapo_ray_firewall"
+RAY_TOKEN_NAME = "ray-token"
 
 
 def node_dir(run_id: str) -> str:
     return f"{RUNS_ROOT}/{run_id}"
+
+
+def ray_token_path(run_id: str) -> str:
+    """The run's Ray token file on every node (0600, written by launch, deleted with the run's other files)."""
+    return f"{node_dir(run_id)}/{RAY_TOKEN_NAME}"
 
 
 def firewall_table(run_id: str) -> str:
@@ -138,6 +144,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "ray_process_pattern": RAY_PROCESS_PATTERN,
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,
         "ports": ports, "peer_ports": ports.nft_set(PEER), "local_ports": ports.nft_set(LOCAL),
+        "ray_token_path": ray_token_path(attempt or "render"),
         "peers4": _addresses(nodes, 4), "peers6": _addresses(nodes, 6), "firewall_table": firewall_table(attempt or "render"),
     }
     files: dict[str, str] = {}

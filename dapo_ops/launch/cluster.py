@@ -12,14 +12,19 @@ import time
 
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
-from dapo_ops.job.render import RAY_PROCESS_PATTERN, RUNS_ROOT, file_mode, firewall_table, node_dir  # noqa: F401
+from dapo_ops.job.render import (RAY_PROCESS_PATTERN, RUNS_ROOT, file_mode, firewall_table, node_dir,  # noqa: F401
+                                 ray_token_path)
 from dapo_ops.job.secrets import netrc_path
 
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
 # probe costs a fraction of a second where `import ray` would cost two.
 PROBE = """import json, sys, urllib.request
 direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a site's http_proxy
-with direct.open(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1", timeout=10) as response:
+with open(sys.argv[2]) as token_file:  # Ray's token authentication: the run's token, read from its 0600 file
+    token = token_file.read().strip()
+request = urllib.request.Request(sys.argv[1] + "/api/v0/nodes?limit=10000&detail=1",
+                                 headers={"Authorization": "Bearer " + token})
+with direct.open(request, timeout=10) as response:
     nodes = json.load(response)["data"]["result"]["result"]
 alive = [n for n in nodes if n["state"] == "ALIVE"]
 print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_total"].get("NPU", 0) for n in alive),
@@ -37,9 +42,9 @@ class LaunchError(DapoError):
     """A launch step failed; the message names the step and the node."""
 
 
-def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secret_file: str | None = None) -> None:
-    """Upload a node's rendered files (scripts 0755, the rest 0644) and, created 0600 before a byte is written,
-    the job's netrc file (job/secrets.py)."""
+def push_files(host: HostSpec, node_dir: str, files: dict[str, str], private: dict[str, str] | None = None) -> None:
+    """Upload a node's rendered files (scripts 0755, the rest 0644) and its private ones (the Ray token, the job's
+    netrc), each created 0600 before a byte is written."""
     conn = connect(host)
     try:
         conn.run(f"umask 022 && mkdir -p {shlex.quote(node_dir)}", hide=True, timeout=30)
@@ -47,24 +52,47 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], secret_file
             path = f"{node_dir}/{name}"
             conn.put(io.BytesIO(text.encode()), remote=path)
             conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=30)
-        if secret_file is not None:
-            path = shlex.quote(netrc_path(node_dir))
+        for name, text in sorted((private or {}).items()):
+            path = shlex.quote(f"{node_dir}/{name}")
             conn.run(f"umask 077 && rm -f {path} && : > {path} && chmod 600 {path}", hide=True, timeout=30)
-            conn.put(io.BytesIO(secret_file.encode()), remote=netrc_path(node_dir))
+            conn.put(io.BytesIO(text.encode()), remote=f"{node_dir}/{name}")
     except Exception as exc:  # paramiko/invoke errors: name the node
         raise LaunchError(f"pushing the run's files to {host.name}: {exc}") from None
     finally:
         conn.close()
 
 
+def push_all(hosts: list[HostSpec], files: dict[str, str], node_dir: str, private: dict[str, str]) -> None:
+    """Every node's files in parallel (`files` keyed nodes/<name>/..., each node gets only its own), and the
+    private ones to every node."""
+    def push(host: HostSpec) -> str | None:
+        prefix = f"nodes/{host.name}/"
+        try:
+            push_files(host, node_dir, {rel[len(prefix):]: text for rel, text in files.items()
+                                        if rel.startswith(prefix)}, private)
+        except DapoError as exc:
+            return str(exc)
+        return None
+
+    errors = [e for e in fan_out(hosts, push).results.values() if e]
+    if errors:
+        raise LaunchError("; ".join(errors))
+
+
 def leave_command(run_id: str) -> str:
-    """What a run leaves on a node that must not outlive it, removed: its netrc file (and the secrets.env of runs
-    launched before it) and its firewall table. Run once Ray is stopped; never fails."""
+    """What a run leaves on a node that must not outlive it, removed: its Ray token, its netrc file (and the
+    secrets.env of runs launched before it) and its firewall table. Run once Ray is stopped; never fails."""
     directory = node_dir(run_id)
-    files = " ".join(shlex.quote(p) for p in (netrc_path(directory), f"{directory}/secrets.env"))
+    files = " ".join(shlex.quote(p) for p in (ray_token_path(run_id), netrc_path(directory),
+                                             f"{directory}/secrets.env"))
     table = shlex.quote(firewall_table(run_id))
     return (f"rm -f -- {files}; if command -v nft >/dev/null; then nft delete table inet {table} 2>/dev/null; fi; "
             "true")
+
+
+def ray_client(ray: str, token_file: str) -> str:
+    """The `ray` CLI with the run's token (Ray's token authentication): the file's path, never the token."""
+    return f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={shlex.quote(token_file)} {shlex.quote(ray)}"
 
 
 def _unmatchable_by_itself(text: str) -> str:
@@ -166,8 +194,9 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
         raise LaunchError("; ".join(failed))
 
 
-def probe(head: HostSpec, python: str, dashboard: str, timeout: float = 30) -> dict:
-    result = run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)}", timeout=timeout)
+def probe(head: HostSpec, python: str, dashboard: str, token_file: str, timeout: float = 30) -> dict:
+    result = run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)} "
+                          f"{shlex.quote(token_file)}", timeout=timeout)
     out = result.raise_for("asking Ray for its nodes", LaunchError)
     for line in out.splitlines():
         if line.startswith("DAPO-PROBE "):
@@ -181,14 +210,14 @@ def npu_mismatch(seen: dict, addresses: dict[str, str], npus: int) -> list[str]:
     return [f"{name} ({ip}): {by_ip[ip]:.0f}" for name, ip in addresses.items() if ip in by_ip and by_ip[ip] != npus]
 
 
-def wait_for_cluster(head: HostSpec, python: str, dashboard: str, addresses: dict[str, str], npus: int,
-                     deadline: float) -> dict:
+def wait_for_cluster(head: HostSpec, python: str, dashboard: str, token_file: str, addresses: dict[str, str],
+                     npus: int, deadline: float) -> dict:
     """Poll until Ray reports every node of `addresses` (node -> Ray address) alive with `npus` NPU each; fail at
     the deadline, or at once (after SETTLED_SECONDS) when every node is in but some count is wrong."""
     nodes, last, all_in_since = len(addresses), {}, None
     while True:
         try:
-            last = probe(head, python, dashboard)
+            last = probe(head, python, dashboard, token_file)
         except LaunchError as exc:
             last = {"error": str(exc)}
         if last.get("alive") == nodes and last.get("npu") == nodes * npus:
@@ -253,8 +282,9 @@ _STATUS = re.compile(r"Status for job '[^']+': (\w+)|Job '[^']+' (succeeded|fail
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def job_status(head: HostSpec, ray: str, dashboard: str, submission_id: str, timeout: float = 60) -> str:
-    result = run_on(head, f"{shlex.quote(ray)} job status --address={shlex.quote(dashboard)} "
+def job_status(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
+               timeout: float = 60) -> str:
+    result = run_on(head, f"{ray_client(ray, token_file)} job status --address={shlex.quote(dashboard)} "
                           f"{shlex.quote(submission_id)}", timeout=timeout)
     out = result.raise_for("asking Ray for the job", LaunchError)
     match = _STATUS.search(_ANSI.sub("", out))
@@ -265,15 +295,17 @@ def job_status(head: HostSpec, ray: str, dashboard: str, submission_id: str, tim
     return {"succeeded": "SUCCEEDED", "failed": "FAILED"}.get(match.group(2), "STOPPED")
 
 
-def job_stop(head: HostSpec, ray: str, dashboard: str, submission_id: str, timeout: float = 60) -> None:
-    run_on(head, f"{shlex.quote(ray)} job stop --address={shlex.quote(dashboard)} {shlex.quote(submission_id)} "
+def job_stop(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
+             timeout: float = 60) -> None:
+    run_on(head, f"{ray_client(ray, token_file)} job stop --address={shlex.quote(dashboard)} {shlex.quote(submission_id)} "
                  ">/dev/null 2>&1; true", timeout=timeout)
 
 
-def job_logs(head: HostSpec, ray: str, dashboard: str, submission_id: str, follow: bool, stream) -> None:
+def job_logs(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str, follow: bool,
+             stream) -> None:
     conn = connect(head)
     try:
-        conn.run(f"{shlex.quote(ray)} job logs --address={shlex.quote(dashboard)} "
+        conn.run(f"{ray_client(ray, token_file)} job logs --address={shlex.quote(dashboard)} "
                  f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}", out_stream=stream, err_stream=stream,
                  warn=True, timeout=None if follow else 120, in_stream=False)
     finally:

@@ -9,6 +9,7 @@ import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from secrets import token_hex
 from typing import Iterator
 
 from dapo_ops.clock import utc_now
@@ -17,7 +18,7 @@ from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import place
-from dapo_ops.job.render import dashboard_url, pick_nodes, render, write
+from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, render, write
 from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
@@ -130,10 +131,13 @@ class _Launch:
                                                                      indent=2)
             for path in rehearsal.DRIVER_FILES:
                 files[f"nodes/{head.name}/{path.name}"] = path.read_text()
-            # a rehearsal runs no job: it gets no secret
+            # a new Ray token per run (Ray's token authentication); a rehearsal runs no job: it gets no secret
+            private = {RAY_TOKEN_NAME: token_hex(32) + "\n"}
             secrets = None if self.options.rehearse_only else job_secrets(spec)
-            _push(self.hosts, self.nodes, files, record.node_dir, netrc_text(spec, secrets) if secrets else None)
-            step.done(f"{len(files)} files to {record.node_dir}" + (f" ({NETRC_NAME} 0600)" if secrets else ""))
+            if secrets:
+                private[NETRC_NAME] = netrc_text(spec, secrets)
+            cluster.push_all(self.hosts, files, record.node_dir, private)
+            step.done(f"{len(files)} files to {record.node_dir}, {', '.join(sorted(private))} 0600")
 
     def stop_leftovers(self) -> None:
         with self.steps.step("stop Ray leftovers (and dead runs' firewall tables)"):
@@ -153,7 +157,8 @@ class _Launch:
     def wait_for_ray(self) -> None:
         npus, record = self.spec.cluster.npus_per_node, self.record
         with self.steps.step(f"wait for {len(self.hosts)} node(s) and {self.ranks} NPU in Ray") as step:
-            seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, record.addresses, npus,
+            seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, record.token_file,
+                                            record.addresses, npus,
                                             time.monotonic() + STEP_TIMEOUTS["cluster"])
             record.timestamps["ray_up"] = utc_now()
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
@@ -260,24 +265,6 @@ def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
               if h.name not in results or results[h.name].failure is not None]
     if failed:
         raise cluster.LaunchError("; ".join(failed))
-
-
-def _push(hosts: list[HostSpec], nodes, files: dict[str, str], node_dir: str, secret_file: str | None) -> None:
-    """Every node's files, in parallel; each node gets only its own (nodes/<name>/...)."""
-    by_name = {h.name: h for h in hosts}
-
-    def push(host: HostSpec) -> str | None:
-        prefix = f"nodes/{host.name}/"
-        mine = {rel[len(prefix):]: text for rel, text in files.items() if rel.startswith(prefix)}
-        try:
-            cluster.push_files(host, node_dir, mine, secret_file)
-        except DapoError as exc:
-            return str(exc)
-        return None
-
-    errors = [e for e in fan_out([by_name[n.name] for n in nodes], push).results.values() if e]
-    if errors:
-        raise cluster.LaunchError("; ".join(errors))
 
 
 def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> rehearsal.Outcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 from dapo_ops.clock import utc_compact, utc_now
 from dapo_ops.errors import UsageError
 from dapo_ops.files import write_text
+from dapo_ops.job.render import RAY_TOKEN_NAME
 from dapo_ops.launch.locks import process_start
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -40,6 +41,11 @@ class RunRecord:
     @property
     def directory(self) -> Path:
         return RUNS_DIR / self.run_id
+
+    @property
+    def token_file(self) -> str:
+        """The run's Ray token file on its nodes (Ray's token authentication; job/render.py ray_token_path)."""
+        return f"{self.node_dir}/{RAY_TOKEN_NAME}"
 
     def mark(self, state: str, reason: str | None = None) -> None:
         self.state = state

@@ -22,7 +22,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     ray = {h.name: node_layout(h.vars).ray for h in hosts}
     if record.submission_id and record.state == "running":  # an ended run's job is over (and its head may be down)
         say(f"stopping job {record.submission_id}")
-        cluster.job_stop(head, ray[head.name], record.dashboard, record.submission_id)
+        cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
     errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
     locks.release(hosts, record.run_id)

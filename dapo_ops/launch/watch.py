@@ -58,12 +58,12 @@ def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = 15) 
         return health
     head = by_name[record.head]
     try:
-        seen = cluster.probe(head, node_layout(head.vars).python, record.dashboard, timeout)
+        seen = cluster.probe(head, node_layout(head.vars).python, record.dashboard, record.token_file, timeout)
         for name, address in (record.addresses or {}).items():
             if address not in seen.get("hosts", []) and name not in health.lost:
                 health.lost[name] = f"Ray counts its node ({address}) dead"
         if record.submission_id:
-            health.job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard,
+            health.job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
                                             record.submission_id, timeout)
     except cluster.LaunchError as exc:
         health.lost[record.head] = f"Ray on the head does not answer: {exc}"
@@ -88,7 +88,8 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
     if record.head not in lost and record.submission_id:
         say(f"stopping job {record.submission_id}")
         try:
-            cluster.job_stop(head, node_layout(head.vars).ray, record.dashboard, record.submission_id)
+            cluster.job_stop(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+                             record.submission_id)
         except cluster.LaunchError as exc:
             say(f"the job did not stop: {exc}")
     say(f"stopping Ray on {', '.join(h.name for h in rest) or 'no node'}")

@@ -91,6 +91,18 @@ with ThreadPoolExecutor(64) as pool:
 """
 
 
+# An HTTP request without Ray's token, from a node: prints the status code (urllib raises HTTPError for 4xx).
+NO_TOKEN_REQUEST = """import sys, urllib.error, urllib.request
+data = sys.argv[2].encode() if len(sys.argv) > 2 else None
+request = urllib.request.Request(sys.argv[1], data=data, headers={"Content-Type": "application/json"})
+try:
+    urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10)
+    print(200)
+except urllib.error.HTTPError as error:
+    print(error.code)
+"""
+
+
 def open_ports(ip, ports, netns=None):
     """The ports of `ports` that accept a connection to ip, tried from the root namespace or from `netns`."""
     prefix = ["ip", "netns", "exec", netns] if netns else []
@@ -137,6 +149,8 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     import os
 
     import yaml
+
+    from dapo_ops.layout import node_layout
 
     key = f"dapo-test-key-{os.getpid()}-{time.time_ns()}"
     key_file = tmp_path / "wandb.key"
@@ -195,6 +209,13 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     assert open_ports(fleet["node1"].address, head_ports) == set()
     assert open_ports(head_ip, [6379, 10001, 52365], netns=outsider) == set()
     assert sh(fleet["node2"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/6379'", ok=False).exit_code == 0
+    # Ray's token authentication: on the head itself (inside the firewall) the job APIs refuse a request without the
+    # run's token, the dashboard's and the one of the dashboard agent that ran `id` as root in the issue
+    python = node_layout(fleet["node1"].vars).python
+    for url, body in (("http://127.0.0.1:8265/api/v0/nodes", None),
+                      (f"http://{head_ip}:52365/api/job_agent/jobs/", '{"entrypoint": "id"}')):
+        args = " ".join(shlex.quote(a) for a in (python, "-c", NO_TOKEN_REQUEST, url, *([body] if body else [])))
+        assert sh(fleet["node1"], args).stdout.strip() == "401", url
     table = "dapo_ops_" + run_id.replace("-", "_")
     for host in fleet.values():
         assert table in sh(host, "nft list tables").stdout
@@ -204,13 +225,12 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     for host in fleet.values():
         found = sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout.split()
         assert found == [f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc"], found
-        assert sh(host, f"stat -c %a {found[0]}").stdout.strip() == "600"
+        private = f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc /var/lib/dapo-ops/runs/{run_id}/ray-token"
+        assert sh(host, f"stat -c %a {private}").stdout.split() == ["600", "600"]
         # the key in two pieces, so that no command line of this check holds it whole
         pattern = f"<(printf '%s%s\\n' {key[:10]} {key[10:]})"
         proc = f"grep -lsF -f {pattern} /proc/[0-9]*/environ /proc/[0-9]*/cmdline {found[0]} || true"
         assert sh(host, f"bash -c {shlex.quote(proc)}").stdout.split() == [found[0]]  # the netrc: the grep works
-    from dapo_ops.layout import node_layout
-
     ray = node_layout(fleet["node1"].vars).ray
     jobs = sh(fleet["node1"], f"{ray} job list --address=http://127.0.0.1:8265 2>&1 || true").stdout
     assert run_id in jobs and key not in jobs and "wandb.netrc" in jobs
@@ -220,8 +240,9 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     assert stopped.returncode == 0, stopped.stderr
     assert all(ray_processes(h) == "" for h in fleet.values())
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
-    for host in fleet.values():  # the secret and the firewall table are gone with the run
+    for host in fleet.values():  # the secret, the Ray token and the firewall table are gone with the run
         assert sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout == ""
+        assert sh(host, f"ls /var/lib/dapo-ops/runs/{run_id}").stdout.split().count("ray-token") == 0
         assert table not in sh(host, "nft list tables").stdout
     runs = json.loads(cli("runs", "--json").stdout)
     assert next(r for r in runs if r["run_id"] == run_id)["state"] == "stopped"

@@ -86,6 +86,8 @@ def test_ray_start_gets_every_pinned_port_and_loads_the_runs_table_first():
     assert "--ray-client-server-port=10001" in head
     assert "export DASHBOARD_METRIC_PORT=44227 AUTOSCALER_METRIC_PORT=44217" in head
     assert "--dashboard-host=127.0.0.1" in head
+    env = files["nodes/b/env.sh"]  # every Ray process and client of the node reads the run's token from its file
+    assert "export RAY_AUTH_MODE=token\nexport RAY_AUTH_TOKEN_PATH=/var/lib/dapo-ops/runs/job-1/ray-token\n" in env
     table = files["nodes/b/ray-firewall.nft"]
     assert "elements = { 10.1.0.1, 10.1.0.2 }" in table
     assert "elements = { 6379, 7380, 6381, 6382, 20000-20999 }" in table
@@ -113,7 +115,8 @@ def test_the_firewall_can_be_turned_off_in_the_inventory():
 def test_a_table_name_is_an_nft_identifier_and_leaving_removes_it_and_the_secret():
     assert firewall_table("qwen3-dapo-20261201T101010Z-ab12") == "dapo_ops_qwen3_dapo_20261201T101010Z_ab12"
     command = leave_command("run-1")
-    assert "rm -f -- /var/lib/dapo-ops/runs/run-1/wandb.netrc /var/lib/dapo-ops/runs/run-1/secrets.env" in command
+    assert ("rm -f -- /var/lib/dapo-ops/runs/run-1/ray-token /var/lib/dapo-ops/runs/run-1/wandb.netrc "
+            "/var/lib/dapo-ops/runs/run-1/secrets.env") in command
     assert "nft delete table inet dapo_ops_run_1" in command and command.endswith("true")
 
 

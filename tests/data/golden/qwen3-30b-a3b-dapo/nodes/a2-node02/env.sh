@@ -20,6 +20,11 @@ export RAY_DEDUP_LOGS=0
 export HYDRA_FULL_ERROR=1
 export VERL_FILE_LOGGER_PATH=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/metrics-render.jsonl
 export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
+# Ray's token authentication (Ray >= 2.52; ray/_private/authentication): every Ray process and client on this node
+# (`ray start`, `ray job`, the rehearsal, the job's driver and workers) reads the run's token from this 0600 file,
+# which `dapo-ops launch` writes and `stop` deletes; no environment holds the token itself.
+export RAY_AUTH_MODE=token
+export RAY_AUTH_TOKEN_PATH=/var/lib/dapo-ops/runs/render/ray-token
 # No secret is in here or in any process Ray starts: the job's API keys reach its workers as a 0600 netrc file
 # named by NETRC in the job's runtime environment (dapo_ops/job/secrets.py).
 ulimit -n 65536 2>/dev/null || true
