@@ -232,7 +232,9 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
         proc = f"grep -lsF -f {pattern} /proc/[0-9]*/environ /proc/[0-9]*/cmdline {found[0]} || true"
         assert sh(host, f"bash -c {shlex.quote(proc)}").stdout.split() == [found[0]]  # the netrc: the grep works
     ray = node_layout(fleet["node1"].vars).ray
-    jobs = sh(fleet["node1"], f"{ray} job list --address=http://127.0.0.1:8265 2>&1 || true").stdout
+    token = f"/var/lib/dapo-ops/runs/{run_id}/ray-token"
+    jobs = sh(fleet["node1"], f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} {ray} job list "
+                              "--address=http://127.0.0.1:8265 2>&1 || true").stdout
     assert run_id in jobs and key not in jobs and "wandb.netrc" in jobs
     assert not [p for p in runs_dir.rglob("*") if p.is_file() and key in p.read_text(errors="replace")]
 
