@@ -12,14 +12,14 @@ from dapo_ops.sim.fleet import FleetSpec
 from .ansible_helpers import playbook
 from .helpers import hosts, sh
 
-# node2's input path: SSH and Ray's fixed ports open, the rest of the ephemeral range and HCCL's ports not
+# node2's input path: SSH and most of Ray's peer ports open, the dashboard agent's gRPC port (6382) and HCCL's not
 RULES = """
 table inet filter {
   chain input {
     type filter hook input priority filter; policy drop;
     ct state established,related accept
     iif lo accept
-    tcp dport { 22, 6379, 8265, 10001-19999, 52365, 32768-59999 } accept
+    tcp dport { 22, 6379-6381, 10002-19999 } accept
   }
 }
 """
@@ -63,7 +63,7 @@ def test_missing_build_tools_libnuma_and_a_blocking_firewall_in_one_message(flee
         assert "missing build tools (vLLM, vllm-ascend and verl are built on the node): g++ (install g++);" in line
         assert "libnuma development files missing (numa.h;" in line and "install libnuma-dev" in line
         assert ("firewall: nftables inet filter (chain input, policy drop) drops incoming TCP to "
-                "Ray ephemeral 60000-60999; HCCL if_base 60000-60031") in line
+                "Ray dashboard_agent_grpc 6382; HCCL if_base 60000-60031") in line
         assert report("node2")["problems"] and report("node1")["ok"]
 
         # the same firewall as a warning: the host passes and the message is still shown
