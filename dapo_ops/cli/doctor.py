@@ -91,7 +91,14 @@ def _explain(words: tuple[str, ...], as_json: bool) -> None:
     out.document(as_dict(explanation))
 
 
-def _targets(targets: tuple[str, ...], inventory: Path | None) -> list[Path]:
+def collection_minutes(since: datetime | None, now: datetime | None = None) -> int:
+    """How far back `doctor RUN` copies plogs: from --since, else the last day."""
+    if since is None:
+        return 24 * 60
+    return max(1, int(((now or datetime.now(timezone.utc)) - since).total_seconds() // 60) + 1)
+
+
+def _targets(targets: tuple[str, ...], inventory: Path | None, since: datetime | None) -> list[Path]:
     """Paths are read as they are; a single name that is no path is a run id (its collected bundle)."""
     from dapo_ops.launch.records import RUNS_DIR, load_run
 
@@ -101,7 +108,7 @@ def _targets(targets: tuple[str, ...], inventory: Path | None) -> list[Path]:
         bundle = record.directory / "doctor"
         from dapo_ops.doctor.collect import collect_run
 
-        collect_run(record, bundle, inventory)
+        collect_run(record, bundle, inventory, minutes=collection_minutes(since))
         return [bundle]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -132,7 +139,8 @@ def doctor(targets: tuple[str, ...], as_json: bool, inventory: Path | None, sinc
     from dapo_ops.doctor.diagnose import diagnose_paths
 
     out = Output(as_json)
-    diagnosis = diagnose_paths(_targets(targets, inventory), since=parse_since(since))
+    start = parse_since(since)
+    diagnosis = diagnose_paths(_targets(targets, inventory, start), since=start)
     print_diagnosis(out, diagnosis)
     out.document(as_dict(diagnosis))
     if diagnosis.found:

@@ -95,6 +95,8 @@ def decode_details(details: dict[str, str]) -> list[str]:
         words.append(hccl_result(int(details["hccl_result"])))
     if "torch_npu_err" in details:
         words.append(torch_npu_code(details["torch_npu_err"]))
+    if "cann_code" in details:
+        words.append(cann_code(details["cann_code"]))
     if "peer_ip" in details:
         words.append(f"the peer HCCL names: {details['peer_ip']} device {details.get('peer_device', '?')}")
     return words

@@ -196,3 +196,24 @@ def test_a_task_runner_failure_in_the_head_s_console_is_placed_on_the_node_ray_n
     root = json.loads(result.stdout)["root"]
     assert (root["node"], root["signature"]) == ("node2", "verl-data-or-model-missing")
     assert "node2" in root["fix"] and root["evidence"][0]["file"] == "node1/console.log"
+
+
+def test_507899_on_a_node_without_npus_is_noise(tmp_path):
+    (tmp_path / "controller").mkdir()
+    (tmp_path / "controller" / "console.log").write_text(
+        "RuntimeError: NPU function error: aclrtIpcMemGetExportKey, error code is 507899\n")
+    (tmp_path / "bundle.json").write_text(json.dumps({"schema": "dapo-ops/doctor-bundle/v1",
+                                                      "nodes": {"controller": {"npus": 0}}}))
+    result = run_cli("doctor", tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["noise_hidden"] == 1
+    (tmp_path / "bundle.json").unlink()
+    assert run_cli("doctor", tmp_path).returncode == 1
+
+
+def test_doctor_run_copies_plogs_from_since_or_the_last_day():
+    from dapo_ops.cli.doctor import collection_minutes
+
+    now = datetime(2026, 12, 1, 17, 0, tzinfo=timezone.utc)
+    assert collection_minutes(None) == 24 * 60
+    assert collection_minutes(parse_since("2h", now), now) == 121
