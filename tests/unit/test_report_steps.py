@@ -39,8 +39,12 @@ def test_every_variant_gives_the_same_three_steps(name):
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
 @pytest.mark.parametrize("name", ["plain.log", "tqdm_glued.log", "validation.log"])
 def test_chunk_boundaries_change_nothing(name, chunk):
+    """A pipe is read in chunks, a file mapped whole: the same events either way."""
     data = (DATA / name).read_bytes()
-    assert list(parse_console(io.BytesIO(data), chunk_size=chunk)) == list(parse_console(io.BytesIO(data)))
+    with open(DATA / name, "rb") as mapped:
+        whole = list(parse_console(mapped))
+    assert list(parse_console(io.BytesIO(data), chunk_size=chunk)) == whole
+    assert len(whole) >= 3
 
 
 def test_numpy_scalars_ansi_and_other_values():
@@ -117,3 +121,16 @@ def test_the_sims_dry_mode_and_a_log_without_steps():
                              "dapo_ops/n_gpus_per_node": 16.0}, 1: {"dapo_ops/dry_mode": 1.0}}
     empty = read("no_steps.log")
     assert empty.lines == 0 and empty.steps == {} and empty.validation == {}
+
+
+def test_the_fixtures_are_what_their_generator_writes(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", DATA / "make_fixtures.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    monkeypatch.setattr(generator, "HERE", tmp_path)
+    generator.main()
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(p.name for p in DATA.iterdir() if p.suffix in (".log", ".jsonl"))
+    assert all((tmp_path / name).read_bytes() == (DATA / name).read_bytes() for name in written)
