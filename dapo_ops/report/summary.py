@@ -19,8 +19,8 @@ THROUGHPUT = "perf/throughput"
 MFU = "perf/mfu/actor"
 # the 910B's bf16 peak that verl's MFU is measured against (v0.7.0 verl/utils/flops_counter.py, "910B"/"Ascend910")
 PEAK_TFLOPS_910B = 354.0
-# the parts of a step's time; update_weights is timed by verl's trainer only after v0.7.0
-# (verl main verl/trainer/ppo/ray_trainer.py, marked_timer("update_weights")): absent from older runs
+# the parts of a step's time; update_weights has a timer only in verl's trainer after the pinned tag (verl main
+# verl/trainer/ppo/ray_trainer.py, marked_timer("update_weights")): absent from runs of the pinned verl
 SPLIT = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
 TRACKED = {
     "score": "critic/score/mean",
