@@ -91,6 +91,8 @@ class RunMetrics:
 
 
 def _number(raw: bytes) -> float | None:
+    if raw.startswith(b"np."):      # numpy >= 2: np.float64(0.5); unwrapped first, an exception per value is slow
+        raw = raw[raw.find(b"(") + 1:raw.rfind(b")")]
     try:
         return float(raw)
     except ValueError:
