@@ -12,7 +12,7 @@ import os
 import click
 
 from dapo_ops import __version__
-from dapo_ops.cli import audit, doctor, job, runs, stack
+from dapo_ops.cli import audit, doctor, job, report, runs, stack
 from dapo_ops.cli.output import print_error
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.sim import cli as sim_cli
@@ -27,7 +27,7 @@ def cli() -> None:
 
 
 for command in (sim_cli.sim, audit.audit, job.render, job.validate, runs.launch, runs.status, runs.watch, runs.logs, runs.stop,
-                runs.runs, stack.stack, doctor.doctor):
+                runs.runs, report.report, stack.stack, doctor.doctor):
     cli.add_command(command)
 
 

@@ -1,0 +1,99 @@
+"""A run's logs onto the controller, over SSH: the job's console as `ray job logs` gives it on the head (what
+`dapo-ops logs RUN` prints), and verl's file-logger JSONL from whichever node has it (optional: the TaskRunner may
+run on any node, and the file may be missing, cut short by a resume, or never written)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dapo_ops.errors import UsageError
+from dapo_ops.files import make_dirs
+
+CONSOLE_NAME, JSONL_NAME = "console.log", "metrics.jsonl"
+
+
+@dataclass
+class FetchedLogs:
+    console: Path
+    jsonl: Path | None
+    npus: int | None            # the NPUs of the run's nodes, as the inventory declares them
+
+
+def _run_hosts(record, inventory) -> list:
+    by_name = {h.name: h for h in inventory.hosts}
+    if record.head not in by_name:
+        raise UsageError(f"run {record.run_id}'s head {record.head} is not in the inventory")
+    return [by_name[record.head]] + [by_name[n] for n in record.nodes if n != record.head and n in by_name]
+
+
+def _spec(record):
+    from dapo_ops.job.spec import load_spec
+
+    path = record.directory / "job.yaml"
+    return load_spec(path) if path.exists() else None
+
+
+def fetch_console(record, head, path: Path) -> Path:
+    from dapo_ops.launch import cluster
+    from dapo_ops.layout import node_layout
+
+    if not record.submission_id:
+        raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
+    partial = path.with_name(path.name + ".part")
+    with open(partial, "w", encoding="utf-8", errors="replace") as stream:
+        cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.token_file, record.submission_id,
+                         False, stream)
+    partial.replace(path)
+    return path
+
+
+def fetch_jsonl(hosts: list, remote: str, path: Path, say: Callable[[str], None]) -> Path | None:
+    from dapo_ops.fleet.ssh import run_on
+
+    for host in hosts:
+        result = run_on(host, f"cat -- {shlex.quote(remote)}", timeout=120)
+        if result.failure is None and result.exit_code == 0 and result.stdout.strip():
+            path.write_text(result.stdout, encoding="utf-8")
+            return path
+    say(f"verl's file-logger JSONL {remote} is on none of {', '.join(h.name for h in hosts)}: the console alone")
+    return None
+
+
+def _npus(hosts: list) -> int | None:
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.inventory import host_npus
+
+    try:
+        return sum(host_npus(h) for h in hosts)
+    except InventoryError:
+        return None
+
+
+def fetch_run_logs(record, inventory, directory: Path, say: Callable[[str], None]) -> FetchedLogs:
+    from dapo_ops.job.render import job_paths
+
+    hosts = _run_hosts(record, inventory)
+    make_dirs(directory)
+    say(f"fetching the console of Ray job {record.submission_id} from {hosts[0].name}")
+    console = fetch_console(record, hosts[0], directory / CONSOLE_NAME)
+    spec = _spec(record)
+    jsonl = (fetch_jsonl(hosts, job_paths(spec, record.run_id).file_logger, directory / JSONL_NAME, say)
+             if spec is not None else None)
+    return FetchedLogs(console, jsonl, _npus(hosts))
+
+
+def job_ended(record, inventory) -> bool:
+    """Whether the run's Ray job has ended (for --follow); a run that is no longer running has."""
+    from dapo_ops.launch import cluster
+    from dapo_ops.launch.records import RAY_TERMINAL
+    from dapo_ops.layout import node_layout
+
+    if record.state != "running" or not record.submission_id:
+        return True
+    head = _run_hosts(record, inventory)[0]
+    status = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+                                record.submission_id)
+    return status in RAY_TERMINAL
