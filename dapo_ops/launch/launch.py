@@ -24,14 +24,11 @@ from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
+from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
 from dapo_ops.manifest import StackManifest
 
-# Seconds per step. "head" bounds the whole Ray start (head and workers together); "workers" one worker's attempt
-# (waiting for the head's GCS port, then `ray start`); Ray itself takes ~60 s to declare a lost node dead.
-STEP_TIMEOUTS = {"audit": 120, "stop": 60, "head": 120, "workers": 60, "cluster": 90, "submit": 120}
-# Longer than any launch can hold its locks before Ray runs (every step at its deadline, pushing and the
-# rehearsal included, with room to spare): a lock this old, with no Ray on its nodes, has no launcher behind it.
-BRING_UP_LIMIT = 2 * (sum(STEP_TIMEOUTS.values()) + rehearsal.Timeouts().total)
+# The bring-up limit of a lock that does not record its own (timeouts.bring_up_limit of the defaults).
+BRING_UP_LIMIT = bring_up_limit(DEFAULT_TIMEOUTS, rehearsal.Timeouts().total)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +78,7 @@ class _Launch:
     nodes: list
     record: RunRecord
     backend: str
+    timeouts: dict[str, int]
 
     @property
     def head(self) -> HostSpec:
@@ -97,7 +95,7 @@ class _Launch:
     def audit(self) -> None:
         record, options = self.record, self.options
         with self.steps.step(f"audit {', '.join(record.nodes)}") as step, failing_as(record, "audit"):
-            report = _audit(self.hosts, self.manifest, self.spec.cluster.npus_per_node)
+            report = _audit(self.hosts, self.manifest, self.spec.cluster.npus_per_node, self.timeouts["audit"])
             record.stack = {h.host: h.components for h in report.hosts}
             record.save()
             if report.errors and not options.force:
@@ -115,7 +113,8 @@ class _Launch:
                 for line in locks.break_stale(self.hosts, BRING_UP_LIMIT):
                     self.steps.note(line)
             try:
-                locks.acquire(self.hosts, record.run_id)
+                locks.acquire(self.hosts, record.run_id,
+                              bring_up_limit(self.timeouts, rehearsal.Timeouts().total))
             except locks.ClusterLocked as exc:
                 record.mark("failed", f"locked by {exc.holder.describe()}")
                 raise DapoError(locks.describe_refusal(exc, self.hosts, BRING_UP_LIMIT)) from None
@@ -141,7 +140,7 @@ class _Launch:
 
     def stop_leftovers(self) -> None:
         with self.steps.step("stop Ray leftovers (and dead runs' firewall tables)"):
-            unreachable = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"],
+            unreachable = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=self.timeouts["stop"],
                                                              only_if_running=True,
                                                              first=cluster.DROP_RUN_TABLES).items() if e}
             if unreachable:
@@ -151,15 +150,15 @@ class _Launch:
         workers = self.hosts[1:]
         with self.steps.step(f"start Ray: the head on {self.head.name}" +
                              (f", {len(workers)} worker(s)" if workers else "")):
-            cluster.start_cluster(self.head, workers, self.record.node_dir, STEP_TIMEOUTS["head"],
-                                  STEP_TIMEOUTS["workers"])
+            cluster.start_cluster(self.head, workers, self.record.node_dir, self.timeouts["head"],
+                                  self.timeouts["workers"])
 
     def wait_for_ray(self) -> None:
         npus, record = self.spec.cluster.npus_per_node, self.record
         with self.steps.step(f"wait for {len(self.hosts)} node(s) and {self.ranks} NPU in Ray") as step:
             seen = cluster.wait_for_cluster(self.head, self.nodes[0].python, record.dashboard, record.token_file,
                                             record.addresses, npus,
-                                            time.monotonic() + STEP_TIMEOUTS["cluster"])
+                                            time.monotonic() + self.timeouts["cluster"])
             record.timestamps["ray_up"] = utc_now()
             step.done(f"{seen['alive']} nodes, {seen['npu']:.0f} NPU")
 
@@ -173,7 +172,7 @@ class _Launch:
 
     def tear_down_rehearsal(self) -> None:
         with self.steps.step("tear down (--rehearse-only)"):
-            errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=STEP_TIMEOUTS["stop"]).items()
+            errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=self.timeouts["stop"]).items()
                       if e}
             locks.release(self.hosts, self.record.run_id)
             if errors:
@@ -184,7 +183,7 @@ class _Launch:
         record = self.record
         with self.steps.step("submit the DAPO job") as step:
             record.submission_id = f"dapo-{record.run_id}"
-            cluster.submit(self.head, record.node_dir, record.submission_id, STEP_TIMEOUTS["submit"])
+            cluster.submit(self.head, record.node_dir, record.submission_id, self.timeouts["submit"])
             step.done(f"submission {record.submission_id}")
 
     @contextmanager
@@ -216,6 +215,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     with steps.step("plan") as step:
         spec, hosts = plan(spec, inventory, manifest, options.nodes)
         backend = rehearsal.backend_for(hosts[0].vars)
+        timeouts = step_timeouts(hosts[0].vars.get(TIMEOUTS_VAR), f"{hosts[0].name}: {TIMEOUTS_VAR}")
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
                   f"(head {hosts[0].name}), rehearsal over {backend}")
     with steps.step("check every node's host key") as step:
@@ -231,7 +231,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
                        node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
                        launcher=this_launcher())
     record.mark("created")
-    return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend)
+    return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 
 
 def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackManifest, options: LaunchOptions,
@@ -296,10 +296,10 @@ def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> r
     return result
 
 
-def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int):
+def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int, timeout: float):
     from dapo_ops.audit.analyze import analyze
     from dapo_ops.audit.collect import collect
 
-    raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=STEP_TIMEOUTS["audit"],
+    raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=timeout,
                       max_workers=32)
     return analyze(raws, manifest)

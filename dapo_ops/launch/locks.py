@@ -37,6 +37,7 @@ class Lock:
     created: str
     pid_start: int | None = None             # the launcher's start time (/proc/PID/stat field 22): pids are reused
     nodes: list[str] = field(default_factory=list)
+    bring_up_limit: float | None = None      # the launcher's own (launch/timeouts.py), judged by other controllers
 
     def describe(self) -> str:
         return f"run {self.run_id} (launched from {self.controller}, pid {self.pid}, at {self.created})"
@@ -88,7 +89,9 @@ def _age_seconds(created: str, now: float) -> float | None:
 
 def breakable(holder: Lock, ray_on: list[str], launcher: str, bring_up_limit: float,
               now: float | None = None) -> tuple[bool, str]:
-    """May `--break-lock` remove this holder's locks? (pure) Returns the answer and the reason to show."""
+    """May `--break-lock` remove this holder's locks? (pure) Returns the answer and the reason to show. A lock that
+    records its launcher's bring-up limit is judged by it, else by `bring_up_limit`."""
+    bring_up_limit = holder.bring_up_limit or bring_up_limit
     if ray_on:
         return False, (f"Ray is running on {', '.join(sorted(ray_on))}, so {holder.describe()} may be live: "
                        f"`dapo-ops stop {holder.run_id}` stops it")
@@ -114,11 +117,11 @@ def _owned_by(run_id: str) -> str:
     return f"grep -qF {shlex.quote(json.dumps({'run_id': run_id})[1:-1])} {LOCK_FILE} 2>/dev/null"
 
 
-def acquire(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> None:
+def acquire(hosts: list[HostSpec], run_id: str, bring_up_limit: float | None = None, timeout: float = 30) -> None:
     """Lock every node of the run, or none: on any refusal the locks taken are released and ClusterLocked (or,
     for a node that did not answer, LockError) names the node."""
     lock = Lock(run_id, socket.gethostname(), os.getpid(), utc_now(), process_start(os.getpid()),
-                [h.name for h in hosts])
+                [h.name for h in hosts], bring_up_limit)
     script = _lock_script(json.dumps(asdict(lock)))
     results = fan_out(hosts, lambda host: run_on(host, script, timeout=timeout)).results
     held = {name: Lock.parse(r.stdout) for name, r in results.items() if r.failure is None and r.exit_code == _HELD}

@@ -311,8 +311,12 @@ def test_a_rehearsal_names_each_rank_without_its_npu_device_or_its_cann_environm
                          for name in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATB_HOME_PATH")}
 
 
-def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest(fleet):
-    launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit"],
+def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest(fleet, tmp_path):
+    # a worker's attempt bounded to 20 s (the inventory's dapo_launch_timeouts; the default is 60)
+    timeouts = {"dapo_launch_timeouts": {"workers": 20}}
+    inventory = inventory_copy(tmp_path, node1=timeouts, node2=timeouts)
+    launch = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "launch", JOB, "--nodes", "2", "--no-audit",
+                               "-i", inventory],
                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=sigint_as_at_a_terminal)
     cut = False
