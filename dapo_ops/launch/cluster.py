@@ -113,8 +113,10 @@ DROP_RUN_TABLES = ("if command -v nft >/dev/null; then nft list tables inet 2>/d
 def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, only_if_running: bool = False,
              starters_of: str | None = None, first: str | None = None) -> dict[str, str | None]:
     """`ray stop --force` on every node in parallel; returns host -> error (None when stopped). With starters_of (a
-    run's node directory), that run's ray-start.sh and the `ray start` it execs are killed first, so a start still in
-    flight (a worker waiting for its head) cannot bring a raylet up after the stop."""
+    run's node directory), that run's ray-start.sh and the `ray start` it execs are killed first (SIGKILL), so a
+    start still in flight (a worker waiting for its head, a head half up) cannot bring a process up after the stop,
+    and the stop is repeated while a Ray process is left (up to 3 times, a second apart): under load, a Ctrl-C in
+    Ray 2.54's bring-up left a raylet after one stop."""
     def stop(host):
         command = f"{shlex.quote(ray[host.name])} stop --force >/dev/null 2>&1; true"
         if only_if_running:
@@ -122,7 +124,8 @@ def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, on
         if starters_of:
             scripts = shlex.quote(_unmatchable_by_itself(f"{starters_of}/ray-start.sh"))
             starts = shlex.quote(_unmatchable_by_itself(f"{ray[host.name]} start"))
-            command = f"pkill -f -- {scripts}; pkill -f -- {starts}; {command}"
+            command = (f"pkill -KILL -f -- {scripts}; pkill -KILL -f -- {starts}; "
+                       f"for _ in 1 2 3; do {command}; {RAY_RUNNING} || break; sleep 1; done")
         if first:
             command = f"{first}; {command}"
         return run_on(host, command, timeout=timeout).error

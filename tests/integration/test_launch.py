@@ -25,7 +25,8 @@ def cli(*args, timeout=600):
 
 
 def assert_torn_down(fleet):
-    assert all(ray_processes(h) == "" for h in fleet.values())
+    left = {name: ray_processes(h) for name, h in fleet.items()}
+    assert all(found == "" for found in left.values()), left
     starters = "ps -eo args | grep -E '[r]ay-start[.]sh|bin/[r]ay start' || true"
     assert all(sh(h, starters).stdout.strip() == "" for h in fleet.values())
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1

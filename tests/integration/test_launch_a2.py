@@ -83,8 +83,27 @@ def test_the_shipped_job_validates_and_runs_on_2_x_8_with_its_taskrunner_on_node
             sh(host, "test -d /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo && "
                      "test -d /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard")
 
-        # verl v0.7.0 verl/utils/tracking.py FileLogger: open(VERL_FILE_LOGGER_PATH, "w"), no directory made
+        # doctor (issue 16): a job whose TaskRunner runs on node2, where the train file is gone, fails; doctor
+        # collects the run's logs from both nodes and names node2 and the missing data as the cause
         head_dir = f"/var/lib/dapo-ops/runs/{run_id}"
+        train = "/data/dapo/dapo-math-17k.parquet"
+        sh(fleet["node2"], f"mv {train} {train}.hidden")
+        try:
+            runtime = json.dumps({"env_vars": {"DAPO_SIM_TASKRUNNER_NODE": "node2"}})
+            submit = (f"source {head_dir}/env.sh && {ENV}/bin/ray job submit --address=http://127.0.0.1:8265 "
+                      f"--runtime-env-json {shlex.quote(runtime)} -- bash {head_dir}/entrypoint.sh")
+            failed = sh(fleet["node1"], f"bash -c {shlex.quote(submit)}", timeout=240, ok=False)
+            assert failed.exit_code != 0 and f"Unable to find '{train}'" in failed.stdout + failed.stderr
+        finally:
+            sh(fleet["node2"], f"mv {train}.hidden {train}")
+        doctor = cli("doctor", run_id, "--json")
+        assert doctor.returncode == 1, doctor.stdout[-2000:] + doctor.stderr
+        root = json.loads(doctor.stdout)["root"]
+        assert (root["node"], root["signature"]) == ("node2", "verl-data-or-model-missing"), root
+        bundle = runs_dir / run_id / "doctor"
+        assert (bundle / "node1").is_dir() and (bundle / "node2").is_dir()
+
+        # verl v0.7.0 verl/utils/tracking.py FileLogger: open(VERL_FILE_LOGGER_PATH, "w"), no directory made
         runtime = json.dumps({"env_vars": {"VERL_FILE_LOGGER_PATH": "/var/log/nowhere/metrics.jsonl",
                                            "DAPO_SIM_TASKRUNNER_NODE": "node2"}})
         submit = (f"source {head_dir}/env.sh && {ENV}/bin/ray job submit --address=http://127.0.0.1:8265 "
