@@ -17,7 +17,8 @@ from pathlib import Path
 
 from dapo_ops.doctor.bundle import Inputs, read_inputs
 from dapo_ops.doctor.codes import decode_details
-from dapo_ops.doctor.events import Event, apply_pid_map, parse_lines, pid_map
+from dapo_ops.doctor.events import Event, apply_pid_map, pid_map
+from dapo_ops.doctor.scan import scan_text
 from dapo_ops.doctor.signatures import Catalog, Signature, default_catalog
 
 EVIDENCE_LINES = 3
@@ -75,9 +76,8 @@ def read_events(inputs: Inputs, catalog: Catalog) -> list[Event]:
     events: list[Event] = []
     for log in inputs.files:
         clock = inputs.nodes[log.node].clock
-        with log.path.open(errors="replace") as handle:
-            events += parse_lines(handle, node=log.node, file=log.display, kind=log.kind, clock=clock,
-                                  catalog=catalog)
+        events += scan_text(log.path.read_bytes(), node=log.node, file=log.display, kind=log.kind, clock=clock,
+                            catalog=catalog)
     for event in events:   # a line forwarded from another node (Ray's `ip=` prefix) or about one (a dead node)
         address = event.details.get("node_ip") or event.ip
         if address:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.doctor.bundle import kind_of
-from dapo_ops.doctor.events import NodeClock, parse_line, parse_lines, parse_stamp
+from dapo_ops.doctor.events import NodeClock, parse_line, parse_stamp
+from dapo_ops.doctor.scan import parse_lines
 from dapo_ops.doctor.signatures import default_catalog
 
 UTC = timezone.utc
