@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 from dapo_ops.doctor.diagnose import diagnose_paths
-from dapo_ops.doctor.scan import finder_for
 from dapo_ops.doctor.signatures import default_catalog
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -72,7 +71,7 @@ def main() -> None:
         directory = args.keep or Path(tmp)
         path = generate(directory / "bundle", int(args.size_mb * 1e6))
         literals = directory / "literals.txt"
-        literals.write_bytes(b"\n".join(finder_for(default_catalog()).literals) + b"\n")
+        literals.write_bytes(b"\n".join(default_catalog().finder.literals) + b"\n")
         size_mb = path.stat().st_size / 1e6
         grep(path, literals), diagnose_paths([path.parent.parent])        # the page cache, warm for both
         grep_s, lines = best_of(args.repeat, lambda: grep(path, literals))

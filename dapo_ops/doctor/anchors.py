@@ -18,9 +18,10 @@ from re import _parser as sre_parser        # the same parser `re.compile` uses 
 from dapo_ops.doctor.signatures import Catalog, Match
 
 MIN_LITERAL = 3      # a shorter literal is in nearly every line: the regex is run instead
-# a regex's leading zero-width assertions (`\b`, a lookbehind): without them Python's engine finds the literal that
+# a regex's leading zero-width assertions (`^`, `\b`, a lookbehind; `^` holds after a Ray prefix that the whole
+# text still has): without them Python's engine finds the literal that
 # follows at memchr speed instead of trying the assertion at every position; dropping them only widens the search
-LEADING_ASSERTIONS = re.compile(r"^(?:\\b|\(\?<?[=!](?:[^()\\]|\\.)*\))+")
+LEADING_ASSERTIONS = re.compile(r"^(?:\^|\\b|\(\?<?[=!](?:[^()\\]|\\.)*\))+")
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 _GROUPS = (sre_constants.SUBPATTERN, sre_constants.ATOMIC_GROUP)
 
@@ -72,7 +73,7 @@ def _match_literals(match: Match) -> frozenset[str] | None:
 
 
 def _search_regex(regex: re.Pattern) -> re.Pattern:
-    flags = regex.flags & ~re.UNICODE
+    flags = (regex.flags & ~re.UNICODE) | re.MULTILINE     # `$` at each line's end
     try:
         return re.compile(LEADING_ASSERTIONS.sub("", regex.pattern).encode(), flags)
     except re.error:

@@ -14,7 +14,6 @@ import re
 from datetime import datetime
 from typing import Iterable
 
-from dapo_ops.doctor.anchors import CandidateFinder
 from dapo_ops.doctor.events import ANSI, Event, Line, NodeClock, parse_line
 from dapo_ops.doctor.signatures import Catalog
 
@@ -27,13 +26,6 @@ ANSI_BYTES = re.compile(ANSI.pattern.encode())
 # speed; the line found is then parsed. A dmesg line's stamp opens it.
 STAMP_HINT = re.compile(rb"-\d\d-\d\d[-T ]\d\d:\d\d:\d\d")
 DMESG_HINT = re.compile(rb"(?m)^\[|" + STAMP_HINT.pattern)
-_finders: dict[int, CandidateFinder] = {}
-
-
-def finder_for(catalog: Catalog) -> CandidateFinder:
-    if id(catalog) not in _finders:
-        _finders[id(catalog)] = CandidateFinder.for_catalog(catalog)
-    return _finders[id(catalog)]
 
 
 class TextLines:
@@ -126,7 +118,7 @@ def scan_text(text: bytes, *, node: str, file: str, kind: str, clock: NodeClock,
     events: list[tuple[Event, int]] = []
     line_no, counted_to = 1, 0
     time_before, previous_start = None, 0
-    for start in finder_for(catalog).line_starts(text):
+    for start in catalog.finder.line_starts(text):
         line_no += text.count(b"\n", counted_to, start)
         counted_to = start
         line = lines.line(start)

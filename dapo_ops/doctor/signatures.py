@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
@@ -78,6 +78,13 @@ class Catalog:
                 return signature, details
             fallback = fallback or (signature, details)
         return fallback
+
+    @cached_property
+    def finder(self):
+        """Where in a whole text the lines are that a signature can match (anchors.CandidateFinder)."""
+        from dapo_ops.doctor.anchors import CandidateFinder
+
+        return CandidateFinder.for_catalog(self)
 
     def with_code(self, code: str) -> list[Signature]:
         wanted = code.upper()

@@ -9,7 +9,7 @@ import pytest
 
 from dapo_ops.doctor.anchors import CandidateFinder, required_literals
 from dapo_ops.doctor.events import NodeClock
-from dapo_ops.doctor.scan import WINDOWS, finder_for, scan_text
+from dapo_ops.doctor.scan import WINDOWS, scan_text
 from dapo_ops.doctor.signatures import Match, default_catalog
 
 DATA = Path(__file__).parent.parent / "data" / "doctor"
@@ -42,6 +42,8 @@ def test_regexes_without_literals_are_searched_without_their_leading_assertion()
     finder = CandidateFinder.for_patterns([Match(regex=re.compile(r"(?<![\w-])E[A-Z0-9]\d{4}:"))])
     assert [r.pattern for r in finder.regexes] == [rb"E[A-Z0-9]\d{4}:"]
     assert finder.line_starts(b"one\nxx EI0006: two\nthree") == [4]
+    anchored = CandidateFinder.for_patterns([Match(regex=re.compile(r"^E[A-Z0-9]\d{4}:"))])   # ^ after a Ray prefix
+    assert anchored.line_starts(b"one\n(Actor pid=1) EI0006: two\n") == [4]
 
 
 def _fixture_lines():
@@ -55,7 +57,7 @@ def test_every_fixture_line_a_signature_matches_is_found_by_the_literals():
     """The scan's promise: a line a signature matches is never skipped (checked on every fixture line, each also
     with ANSI colour around it)."""
     catalog = default_catalog()
-    finder = finder_for(catalog)
+    finder = catalog.finder
     matched = 0
     for path, number, line in _fixture_lines():
         text = line.decode(errors="replace")
