@@ -20,11 +20,14 @@ first training step, and what the product depends on, happens for real:
 - it starts the vLLM rollout worker's model loading as vllm-ascend does (v0.11.0rc1 vllm_ascend/worker/worker_v1.py
   load_model: sleep mode takes CaMemAllocator), so PYTORCH_NPU_ALLOC_CONF=expandable_segments:True fails with
   vllm-ascend's own assertion.
-Then it prints one `step:0 - ...` line in verl's console format and exits 0 (the documented dry mode), after
-"training" for DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner, for tests of a node lost during training.
+Then it logs step 0 (the dry mode's `dapo_ops/*` facts) as verl's console and file loggers do and exits 0 (the
+documented dry mode), after "training" for DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per
+step, each logged with its measured `timing_s/step` (for `report --follow` and tests of a node lost in training).
 """
 import json
+import numbers
 import os
+import pprint
 import socket
 import sys
 import time
@@ -73,6 +76,16 @@ def run_ppo(config) -> None:
 
 class UsageError(Exception):
     """Named as wandb.errors.UsageError, which wandb.init raises when it finds no key."""
+
+
+def _log(step, data, logger):
+    """What verl's Tracking does with a step's metrics for the console and file loggers: the console line of
+    verl/utils/logger/aggregate_logger.py concat_dict_to_str (numbers only, pprint-formatted), and a JSON line of
+    verl/utils/tracking.py FileLogger.log (buffered, no flush: the file fills when the logger closes)."""
+    values = ["%s:%s" % (k, pprint.pformat(v)) for k, v in data.items() if isinstance(v, numbers.Number)]
+    print(" - ".join(["step:%d" % step] + values), flush=True)
+    if logger is not None:
+        logger.write(json.dumps({"step": step, "data": data}) + "\\n")
 
 
 def _wandb_api_key():
@@ -139,16 +152,19 @@ class TaskRunner:
         metrics = {"dapo_ops/dry_mode": 1, "dapo_ops/model_layers": model_config.get("num_hidden_layers"),
                    "dapo_ops/nnodes": config["trainer"]["nnodes"],
                    "dapo_ops/n_gpus_per_node": config["trainer"]["n_gpus_per_node"]}
-        if logger is not None:
-            logger.write(json.dumps({"step": 0, "data": metrics}) + "\\n")
-            logger.close()
-        print("step:0 - " + " - ".join("%s:%s" % item for item in metrics.items()), flush=True)
+        _log(0, metrics, logger)
         ends = time.monotonic() + float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0)  # the sim's training time
         for step in range(1, 1 << 30):
-            if time.monotonic() >= ends:
+            started = time.monotonic()
+            if started >= ends:
                 break
             time.sleep(2)
-            print("step:%d - dapo_ops/dry_mode:1" % step, flush=True)
+            # the keys verl's DAPO trainer logs for every step that the stand-in can measure: the step's wall time
+            # (recipe/dapo/dapo_ray_trainer.py, marked_timer("step")) and the step counters
+            _log(step, {"training/global_step": step, "training/epoch": 0,
+                        "timing_s/step": time.monotonic() - started, "dapo_ops/dry_mode": 1}, logger)
+        if logger is not None:
+            logger.close()
         return {"nnodes": config["trainer"]["nnodes"], "npus": config["trainer"]["n_gpus_per_node"],
                 "batch": config["data"]["train_batch_size"], "host": socket.gethostname()}
 

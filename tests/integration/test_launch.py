@@ -159,6 +159,7 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     key_file.chmod(0o600)
     job = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
     job["trainer"]["loggers"] = ["console", "file", "wandb"]
+    job.setdefault("env", {}).setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "7"   # four 2 s steps
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(job))
     launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(job_file), "--nodes", "2", "--json"],
@@ -169,6 +170,10 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     record = json.loads(launched.stdout)
     run_id = record["run_id"]
     assert record["state"] == "running" and record["stack"]["node1"]["torch_npu"]
+    # issue 16: `report --follow` from the start of the job to its end (a read before the training would find no step)
+    following = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "report", run_id, "--follow", "--interval",
+                                  "1", "--json"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
     rehearsal = record["rehearsal"]
     assert rehearsal["ok"] and rehearsal["hosts"] == {"node1": 16, "node2": 16}
     assert [r["rank"] for r in rehearsal["per_rank"]] == list(range(32))
@@ -197,6 +202,14 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     assert state == "SUCCEEDED", status.stdout + status.stderr + logs.stdout[-3000:]
     assert logs.returncode == 0 and "dapo-ops dry mode: DAPO config composed (nnodes=2, n_gpus_per_node=16" in logs.stdout
     assert key not in logs.stdout
+    followed, follow_err = following.communicate(timeout=120)
+    assert following.returncode == 0, follow_err
+    summary = json.loads(followed)["summary"]
+    assert summary["steps"]["trained"] == 4 and 1.9 < summary["step_time_s"]["median"] < 6, summary
+    report_dir = runs_dir / run_id / "report"
+    jsonl = [json.loads(line) for line in (report_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in jsonl] == [0, 1, 2, 3, 4]       # verl's file logger, from node2 where it ran
+    assert (report_dir / "report.html").stat().st_size > 10_000 and (report_dir / "step_time.png").exists()
 
     # issue 15 (1): every port Ray listens on is a pinned one; from a namespace outside the run none answers, from
     # the controller's management address neither, while the run's other node reaches the GCS

@@ -31,8 +31,10 @@ pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary d
 
 @pytest.fixture(scope="module")
 def fleet(sim):
+    """Two A2 servers with the pinned HDK and CANN already on them (`sim up --provisioned`: a fresh install with its
+    reboot is test_provision's subject), then the whole of site.yml, which finds those layers in place."""
     sim.down()
-    sim.up(FleetSpec(nodes=2, npus_per_node=8))
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
     rc, output, _ = playbook()
     assert rc == 0, output[-3000:]
     staged = cli("sim", "stage", JOB)
