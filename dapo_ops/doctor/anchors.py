@@ -18,10 +18,13 @@ from re import _parser as sre_parser        # the same parser `re.compile` uses 
 from dapo_ops.doctor.signatures import Catalog, Match
 
 MIN_LITERAL = 3      # a shorter literal is in nearly every line: the regex is run instead
-# a regex's leading zero-width assertions (`^`, `\b`, a lookbehind; `^` holds after a Ray prefix that the whole
-# text still has): without them Python's engine finds the literal that
-# follows at memchr speed instead of trying the assertion at every position; dropping them only widens the search
-LEADING_ASSERTIONS = re.compile(r"^(?:\^|\\b|\(\?<?[=!](?:[^()\\]|\\.)*\))+")
+# a regex's zero-width assertions at its ends (`^`, `\b`, a lookbehind; `$`, `\Z`), kept out of the whole-text search:
+# they hold in the cleaned line (after a Ray prefix, before a CR or a `[repeated]` tail) but not always in the raw
+# text, and without a leading one Python's engine finds the literal that follows at memchr speed; dropping them only
+# widens the search. Global inline flags such as `(?i)` stay in front.
+GLOBAL_FLAGS = re.compile(r"^\(\?[aiLmsux]+\)")
+LEADING_ASSERTIONS = re.compile(r"^(?:\^|\\[bA]|\(\?<?[=!](?:[^()\\]|\\.)*\))+")
+TRAILING_ASSERTIONS = re.compile(r"(?<!\\)(?:\$|\\[bZ])+$")
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 _GROUPS = (sre_constants.SUBPATTERN, sre_constants.ATOMIC_GROUP)
 
@@ -72,12 +75,20 @@ def _match_literals(match: Match) -> frozenset[str] | None:
     return frozenset(max(group, key=len) for group in match.groups)
 
 
-def _search_regex(regex: re.Pattern) -> re.Pattern:
-    flags = (regex.flags & ~re.UNICODE) | re.MULTILINE     # `$` at each line's end
-    try:
-        return re.compile(LEADING_ASSERTIONS.sub("", regex.pattern).encode(), flags)
-    except re.error:
-        return re.compile(regex.pattern.encode(), flags)
+def _search_regex(regex: re.Pattern) -> re.Pattern | None:
+    """The regex as a byte pattern for the whole text, or None when it has none (a non-ASCII escape, `(?u)`): then
+    every line is a candidate. Byte classes are ASCII: `\\d` finds no non-ASCII digit that the str pattern would."""
+    flags = regex.flags & ~re.UNICODE
+    pattern = regex.pattern
+    flags_group = GLOBAL_FLAGS.match(pattern)
+    head = flags_group.group(0) if flags_group else ""
+    widened = head + TRAILING_ASSERTIONS.sub("", LEADING_ASSERTIONS.sub("", pattern[len(head):]))
+    for candidate in (widened, pattern):
+        try:
+            return re.compile(candidate.encode(), flags)
+        except re.error:
+            continue
+    return None
 
 
 def _without_longer(literals: set[str]) -> list[bytes]:
@@ -90,25 +101,30 @@ def _without_longer(literals: set[str]) -> list[bytes]:
 class CandidateFinder:
     literals: tuple[bytes, ...]
     regexes: tuple[re.Pattern, ...]     # byte patterns of the signatures with no required literal
+    every_line: bool = False            # a signature with neither: every line is a candidate
 
     @classmethod
     def for_patterns(cls, matches: list[Match]) -> CandidateFinder:
         literals: set[str] = set()
-        regexes = []
+        regexes: list[re.Pattern | None] = []
         for match in matches:
             found = _match_literals(match)
             if found:
                 literals |= found
             else:
                 regexes.append(_search_regex(match.regex))
-        return cls(tuple(_without_longer(literals)), tuple(regexes))
+        searchable = tuple(r for r in regexes if r is not None)
+        return cls(tuple(_without_longer(literals)), searchable, len(searchable) < len(regexes))
 
     @classmethod
     def for_catalog(cls, catalog: Catalog) -> CandidateFinder:
         return cls.for_patterns([s.match for s in catalog.signatures])
 
     def line_starts(self, text: bytes) -> list[int]:
-        """The start offsets of the lines (split at \\n) that hold a literal or a regex's match, in order."""
+        """The start offsets of the lines (split at \\n) that hold a literal or a regex's match, in order. Each
+        search goes on from the next line after a hit, so a long line costs one pass, not one per hit."""
+        if self.every_line:
+            return [0] + [i + 1 for i, byte in enumerate(text) if byte == 10 and i + 1 < len(text)]
         starts: set[int] = set()
         for literal in self.literals:
             at = text.find(literal)
@@ -117,6 +133,9 @@ class CandidateFinder:
                 end = text.find(b"\n", at)
                 at = -1 if end < 0 else text.find(literal, end)
         for regex in self.regexes:
-            for found in regex.finditer(text):
+            found = regex.search(text)
+            while found is not None:
                 starts.add(text.rfind(b"\n", 0, found.start()) + 1)
+                end = text.find(b"\n", found.start())
+                found = None if end < 0 else regex.search(text, end + 1)
         return sorted(starts)

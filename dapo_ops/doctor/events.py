@@ -80,22 +80,37 @@ class Event(Line):
     details: dict[str, str] = field(default_factory=dict)
 
 
+MAX_DIGITS = 10    # a longer number is no pid, rank or NPU (and int() refuses very long ones)
+
+
+def _number(digits: str | None) -> int | None:
+    if digits is None or len(digits.lstrip("-")) > MAX_DIGITS:
+        return None
+    return int(digits)
+
+
 def _first_int(pattern: re.Pattern, text: str) -> int | None:
     found = pattern.search(text)
     if not found:
         return None
-    value = int(next(v for v in found.groupdict().values() if v is not None))
-    return value if value >= 0 else None
+    value = _number(next(v for v in found.groupdict().values() if v is not None))
+    return value if value is not None and value >= 0 else None
 
 
 def parse_stamp(text: str, clock: NodeClock) -> datetime | None:
+    """The first stamp of the text on the controller's UTC; None for none, or for one no calendar holds (Go's zero
+    time 0001-01-01 on a node east of UTC lands before year 1)."""
     found = STAMP.search(text)
     if not found:
         return None
     try:
-        naive = datetime.strptime(f"{found['date']} {found['time']}", "%Y-%m-%d %H:%M:%S")
-    except ValueError:
+        return _stamp(found, clock)
+    except (ValueError, OverflowError):
         return None
+
+
+def _stamp(found: re.Match, clock: NodeClock) -> datetime:
+    naive = datetime.strptime(f"{found['date']} {found['time']}", "%Y-%m-%d %H:%M:%S")
     frac, frac2 = found["frac"], found["frac2"]
     if frac2 is not None:      # CANN: .milliseconds.microseconds
         micro = int(frac) * 1000 + int(frac2)
@@ -110,6 +125,13 @@ def parse_stamp(text: str, clock: NodeClock) -> datetime | None:
 
 
 def _dmesg_time(text: str, clock: NodeClock) -> tuple[datetime | None, str]:
+    try:
+        return _dmesg_stamp(text, clock)
+    except (ValueError, OverflowError):
+        return None, text
+
+
+def _dmesg_stamp(text: str, clock: NodeClock) -> tuple[datetime | None, str]:
     relative = DMESG_RELATIVE.match(text)
     if relative:
         rest = text[relative.end():]
@@ -131,7 +153,7 @@ def parse_line(raw: str, kind: str, clock: NodeClock) -> Line:
     pid = ip = None
     prefix = RAY_PREFIX.match(text)
     if prefix and kind in ("console", "ray", "other"):
-        pid = int(prefix["pid"]) if prefix["pid"] else None
+        pid = _number(prefix["pid"])
         ip = prefix["ip"]
         text = RAY_REPEATED.sub("", text[prefix.end():])
     if kind == "dmesg":
@@ -139,8 +161,9 @@ def parse_line(raw: str, kind: str, clock: NodeClock) -> Line:
     else:
         time = parse_stamp(text, clock)
     origin = RAY_TASK_ORIGIN.search(text) if prefix is None else None
+    origin_pid = _number(origin["pid"]) if origin else None
     return Line(text=text, time=time, rank=_first_int(RANK, text), npu=_first_int(NPU, text),
-                pid=_first_int(PID, text) or pid, ip=ip, origin=(int(origin["pid"]), origin["ip"]) if origin else None)
+                pid=_first_int(PID, text) or pid, ip=ip, origin=(origin_pid, origin["ip"]) if origin_pid else None)
 
 
 def apply_pid_map(events: list[Event], known: dict[tuple[str, int], tuple[int | None, int | None]]) -> None:

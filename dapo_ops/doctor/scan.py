@@ -25,7 +25,8 @@ ANSI_BYTES = re.compile(ANSI.pattern.encode())
 # where a stamp (events.STAMP) may be: its middle, which starts with a literal, so that the search runs at memchr
 # speed; the line found is then parsed. A dmesg line's stamp opens it.
 STAMP_HINT = re.compile(rb"-\d\d-\d\d[-T ]\d\d:\d\d:\d\d")
-DMESG_HINT = re.compile(rb"(?m)^\[|" + STAMP_HINT.pattern)
+DMESG_HINT = re.compile(rb"(?m)^\[|\r\[|" + STAMP_HINT.pattern)
+STAMP_BYTES = 64     # a stamp is shorter: how far a window reaches past its end, for one cut at the boundary
 
 
 class TextLines:
@@ -57,15 +58,20 @@ class TextLines:
         return self._parsed[start]
 
     def last_time(self, low: int, high: int) -> datetime | None:
-        """The time of the last stamped line that starts in [low, high)."""
+        """The time of the last stamped line that starts in [low, high): searched backwards in windows that grow
+        (a stamp is usually a few lines up), each line tried once however many hints it holds."""
+        checked, top = high, high     # lines starting at or after `checked` were tried
         for size in (*WINDOWS, high - low):
-            start = max(low, high - size)
-            for hint in reversed(list(self._hint.finditer(self.text, start, high))):
-                line_start = self.start_of(hint.start())
-                if line_start >= low and self.line(line_start).time is not None:
-                    return self.line(line_start).time
-            if start == low:
+            bottom = max(low, top - size)
+            for hint in reversed(list(self._hint.finditer(self.text, bottom, min(high, top + STAMP_BYTES)))):
+                if hint.start() >= checked:
+                    continue
+                checked = self.start_of(hint.start())
+                if checked >= low and self.line(checked).time is not None:
+                    return self.line(checked).time
+            if bottom == low:
                 return None
+            top = bottom
         return None
 
     def first_time(self, low: int) -> datetime | None:
@@ -73,11 +79,14 @@ class TextLines:
         if self._first_after is not None and (self._first_after[1] is None or low <= self._first_after[0]):
             return self._first_after[1]
         found: tuple[int, datetime | None] = (len(self.text), None)
-        for hint in self._hint.finditer(self.text, low):
+        hint = self._hint.search(self.text, low)
+        while hint is not None:
             line_start = self.start_of(hint.start())
             if line_start >= low and self.line(line_start).time is not None:
                 found = (line_start, self.line(line_start).time)
                 break
+            end = self.text.find(b"\n", hint.start())
+            hint = None if end < 0 else self._hint.search(self.text, end + 1)
         self._first_after = found
         return found[1]
 
@@ -93,21 +102,30 @@ class TextLines:
                     return getattr(self.line(other), attribute)
         return None
 
-    def process_facts(self, pid: int) -> tuple[int | None, int | None]:
-        """The last rank and NPU that process printed anywhere in the file."""
-        rank = npu = None
-        digits = re.compile(str(pid).encode() + rb"(?!\d)")
-        seen = set()
-        for found in digits.finditer(self.text):
-            start = self.start_of(found.start())
-            if self.text[found.start() - 1:found.start()].isdigit() or start in seen:
+    def process_facts(self, pids: set[int]) -> dict[int, tuple[int | None, int | None]]:
+        """The last rank and NPU each process printed anywhere in the file: one search for all of their numbers."""
+        facts: dict[int, tuple[int | None, int | None]] = {}
+        if not pids:
+            return facts
+        numbers = re.compile(b"(?:" + b"|".join(sorted((str(p).encode() for p in pids), key=len, reverse=True))
+                             + rb")(?!\d)")
+        found = numbers.search(self.text)
+        while found is not None:
+            before = found.start()
+            while self.text[before - 1:before] == b"0":      # a pid printed with leading zeros
+                before -= 1
+            if self.text[before - 1:before].isdigit():         # inside a longer number: look further on this line
+                found = numbers.search(self.text, found.start() + 1)
                 continue
-            seen.add(start)
+            start = self.start_of(found.start())
             line = self.line(start)
-            if line.pid == pid:
-                rank = line.rank if line.rank is not None else rank
-                npu = line.npu if line.npu is not None else npu
-        return rank, npu
+            if line.pid in pids:
+                rank, npu = facts.get(line.pid, (None, None))
+                facts[line.pid] = (line.rank if line.rank is not None else rank,
+                                   line.npu if line.npu is not None else npu)
+            end = self.text.find(b"\n", found.start())
+            found = None if end < 0 else numbers.search(self.text, end + 1)
+        return facts
 
 
 def scan_text(text: bytes, *, node: str, file: str, kind: str, clock: NodeClock, catalog: Catalog) -> list[Event]:
@@ -137,13 +155,10 @@ def scan_text(text: bytes, *, node: str, file: str, kind: str, clock: NodeClock,
 
 
 def _carry_rank_and_npu(events: list[tuple[Event, int]], lines: TextLines) -> None:
-    facts: dict[int, tuple[int | None, int | None]] = {}
-    for event, start in events:
-        if event.rank is not None and event.npu is not None:
-            continue
-        known = (None, None)
-        if event.pid is not None:
-            known = facts.setdefault(event.pid, lines.process_facts(event.pid))
+    lacking = [(event, start) for event, start in events if event.rank is None or event.npu is None]
+    facts = lines.process_facts({event.pid for event, _ in lacking if event.pid is not None})
+    for event, start in lacking:
+        known = facts.get(event.pid, (None, None)) if event.pid is not None else (None, None)
         if event.rank is None:
             event.rank = known[0] if known[0] is not None else lines.nearest(start, "rank")
         if event.npu is None:

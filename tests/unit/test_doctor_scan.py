@@ -2,7 +2,7 @@
 the rest of its file."""
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -111,3 +111,47 @@ def test_colour_and_progress_bars_do_not_hide_a_line():
             b"\x1b[36m(WorkerDict pid=77, ip=10.0.0.3)\x1b[0m RuntimeError: ... error code is \x1b[1m507033\x1b[0m\n")
     events = scan_text(text, node="n", file="f", kind="console", clock=NodeClock(), catalog=default_catalog())
     assert [(e.signature, e.pid, e.ip, e.line_no) for e in events] == [("acl-device-setup", 77, "10.0.0.3", 1)]
+
+
+@pytest.mark.parametrize("pattern, text, lines", [
+    (r"(?i)^error: boom", b"x\n(Actor pid=5) ERROR: boom\n", [2]),           # ^ after a Ray prefix
+    (r"E[A-Z]\d{4}$", b"x EI0006\r\n(A pid=1) x EI0006 [repeated 3x across cluster]\n", [0, 10]),
+    (r"\AE[A-Z]\d{4}", b"hello\nEI0006 x\n", [6]),
+    (r"(?i)code[^;]*failed", b"code 1\ncode 2 failed\n", [0, 7]),       # a match running on does not hide the next
+    (r"\u00e9x", b"a\nb\n", [0, 2]),                                          # no byte pattern: every line
+])
+def test_the_whole_text_search_of_a_regex_without_literals_finds_what_the_line_matching_would(pattern, text, lines):
+    finder = CandidateFinder.for_patterns([Match(regex=re.compile(pattern))])
+    assert finder.line_starts(text) == lines
+
+
+def test_a_dmesg_line_after_a_carriage_return_gives_its_time():
+    clock = NodeClock(boot_time=datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
+    text = b"progress\r[   5.000000] usb 1-1: new\nOut of memory: Killed process 9\n"
+    events = scan_text(text, node="n", file="dmesg.txt", kind="dmesg", clock=clock, catalog=default_catalog())
+    assert [(e.signature, e.time) for e in events] == [("host-oom-killer", datetime(2026, 12, 1, 10, 0, 5, tzinfo=UTC))]
+
+
+def test_a_pid_printed_with_leading_zeros_is_the_same_process():
+    text = (b"[ERROR] 2026-12-01-10:00:00 (PID:0042, Device:3, RankID:5) hello\n" + b"x\n" * 6
+            + b"EI0006: [PID: 42] Getting socket times out.\n")
+    event = scan_text(text, node="n", file="f", kind="other", clock=NodeClock(), catalog=default_catalog())[0]
+    assert (event.pid, event.rank, event.npu) == (42, 5, 3)
+
+
+@pytest.mark.parametrize("text, hours", [
+    (b'time="0001-01-01 00:00:00 +0000 UTC" msg=started\nEI0006: Getting socket times out.\n', 8),  # Go's zero time
+    (b"9999-12-31 23:59:59 x\nEI0006: Getting socket times out.\n", -8),
+    (b"rank=" + b"7" * 5000 + b" [PID: " + b"1" * 5000 + b"] EI0006: Getting socket times out.\n", 0),
+])
+def test_stamps_and_numbers_out_of_range_are_no_stamp_and_no_number(text, hours):
+    clock = NodeClock(utc_offset=timedelta(hours=hours))    # the zone that takes the stamp off the calendar
+    events = scan_text(text, node="n", file="f", kind="other", clock=clock, catalog=default_catalog())
+    assert [(e.signature, e.time, e.rank, e.pid) for e in events] == [("hccl-socket-timeout", None, None, None)]
+
+
+def test_a_dmesg_stamp_beyond_the_calendar_is_no_stamp():
+    clock = NodeClock(boot_time=datetime(2026, 12, 1, tzinfo=UTC))
+    events = scan_text(b"[99999999999999.0] Out of memory: Killed process 9\n", node="n", file="d", kind="dmesg",
+                       clock=clock, catalog=default_catalog())
+    assert [(e.signature, e.time) for e in events] == [("host-oom-killer", None)]
