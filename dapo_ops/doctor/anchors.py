@@ -124,7 +124,7 @@ class CandidateFinder:
         """The start offsets of the lines (split at \\n) that hold a literal or a regex's match, in order. Each
         search goes on from the next line after a hit, so a long line costs one pass, not one per hit."""
         if self.every_line:
-            return [0] + [i + 1 for i, byte in enumerate(text) if byte == 10 and i + 1 < len(text)]
+            return [0] + [found.end() for found in re.finditer(b"\n", text) if found.end() < len(text)]
         starts: set[int] = set()
         for literal in self.literals:
             at = text.find(literal)
