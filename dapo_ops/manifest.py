@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,10 @@ class LockConfig:
     platforms: dict[str, LockPlatform]
     # source key -> {build requirement name -> why its pyproject.toml requirement is not locked nor installed}
     build_exclude: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The resolution window: candidates uploaded before this RFC 3339 UTC instant only (uv --exclude-newer)
+    exclude_newer: str | None = None
+    # package -> (instant, why): a pin allowed to step outside the window (uv --exclude-newer-package)
+    exclude_newer_package: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[LockLayer, ...]:
@@ -174,6 +179,37 @@ def _reasons(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(r, str) and r for r in value.values())
 
 
+_INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def _instant(value: Any, where: str, source: str) -> str:
+    """An RFC 3339 UTC instant, written in full (a bare date is read in the local time zone by uv)."""
+    text = str(value) if value is not None else ""
+    if not _INSTANT.match(text):
+        raise ManifestError(f"{source}: {where} must be an RFC 3339 UTC instant like 2026-01-06T00:00:00Z "
+                            f"(found {value!r})")
+    return text
+
+
+def _lock_window(data: Any, source: str) -> tuple[str | None, dict[str, tuple[str, str]]]:
+    window = data.get("resolution")
+    if window is None:
+        return None, {}
+    if not isinstance(window, dict):
+        raise ManifestError(f"{source}: lock.resolution must be a mapping")
+    exclude_newer = _instant(window.get("exclude_newer"), "lock.resolution.exclude_newer", source)
+    packages = window.get("exclude_newer_package") or {}
+    if not isinstance(packages, dict):
+        raise ManifestError(f"{source}: lock.resolution.exclude_newer_package must map package -> before, why")
+    out = {}
+    for name, item in packages.items():
+        where = f"lock.resolution.exclude_newer_package.{name}"
+        if not isinstance(item, dict) or not isinstance(item.get("why"), str) or not item["why"].strip():
+            raise ManifestError(f"{source}: {where} needs `before:` and a non-empty `why:`")
+        out[str(name)] = (_instant(item.get("before"), f"{where}.before", source), item["why"].strip())
+    return exclude_newer, out
+
+
 def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockConfig:
     raw_platforms = _require(data, "platforms", "lock")
     if not isinstance(raw_platforms, dict):
@@ -186,8 +222,10 @@ def _parse_lock(data: Any, sources: dict[str, SourceRepo], source: str) -> LockC
     build_exclude = data.get("build_exclude") or {}
     if not isinstance(build_exclude, dict) or not all(k in layers and _reasons(v) for k, v in build_exclude.items()):
         raise ManifestError(f"{source}: lock.build_exclude must map a layer's source to package -> reason")
+    exclude_newer, exclude_newer_package = _lock_window(data, source)
     return LockConfig(dir=str(_require(data, "dir", "lock")), index_url=str(_require(data, "index_url", "lock")),
                       direct=str(_require(data, "direct", "lock")), layers=layers,
+                      exclude_newer=exclude_newer, exclude_newer_package=exclude_newer_package,
                       exclude={str(k): str(v) for k, v in exclude.items()}, platforms=platforms,
                       build_exclude={str(k): {str(n): str(r) for n, r in v.items()}
                                      for k, v in build_exclude.items()})

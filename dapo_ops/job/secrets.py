@@ -4,8 +4,8 @@
 They reach the nodes only as a netrc file, mode 0600, in the run's directory (cluster.push_files), and reach the
 job only as that file's path: Ray's runtime_env hands `NETRC=<path>` to the driver and to every worker of this job,
 verl's TaskRunner included (where wandb.init runs), while `ray start` and the rehearsal never see the key. wandb
-reads its key from `NETRC` for the machine of its base URL when WANDB_API_KEY is unset (wandb 0.31.0
-wandb/sdk/lib/wbauth/authenticate.py, wbnetrc.py). The key is never in a rendered file, a command line, a process
+reads its key from `NETRC` for the machine of its base URL when WANDB_API_KEY is unset (wandb 0.23.1
+wandb/sdk/lib/auth/authenticate.py, wbnetrc.py). The key is never in a rendered file, a command line, a process
 environment or Ray's job metadata; `stop` and a failed launch delete the file."""
 
 from __future__ import annotations

@@ -245,6 +245,65 @@ def platform_environment(machine: str, python_version: str) -> dict[str, str]:
             "extra": ""}
 
 
+# The lock's header lines that record the resolution window it was made with (uv's own header names only the
+# custom compile command).
+_WINDOW_LINE = re.compile(r"^#\s*(exclude-newer|exclude-newer-package):\s*(\S.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The window a lock was resolved in: uv --exclude-newer and --exclude-newer-package PACKAGE=INSTANT."""
+
+    exclude_newer: str | None
+    exclude_newer_package: tuple[tuple[str, str], ...] = ()   # (normalised package, instant), sorted
+
+    @classmethod
+    def of(cls, config) -> "Resolution":
+        """What the manifest's `lock.resolution` asks for."""
+        return cls(config.exclude_newer, tuple(sorted((normalize_name(name), before) for name, (before, _)
+                                                      in config.exclude_newer_package.items())))
+
+    def uv_arguments(self) -> list[str]:
+        arguments = ["--exclude-newer", self.exclude_newer] if self.exclude_newer else []
+        for name, before in self.exclude_newer_package:
+            arguments += ["--exclude-newer-package", f"{name}={before}"]
+        return arguments
+
+    def header_lines(self) -> list[str]:
+        lines = [f"# exclude-newer: {self.exclude_newer}"] if self.exclude_newer else []
+        return lines + [f"# exclude-newer-package: {name}={before}" for name, before in self.exclude_newer_package]
+
+    def describe(self) -> str:
+        if not self.exclude_newer:
+            return "no --exclude-newer date"
+        extra = "".join(f", {name} before {before}" for name, before in self.exclude_newer_package)
+        return f"--exclude-newer {self.exclude_newer}{extra}"
+
+
+def read_resolution(text: str) -> Resolution:
+    """The window recorded in a lock's leading comment block (none when absent)."""
+    exclude_newer = None
+    packages = []
+    for raw in text.splitlines():
+        if raw.strip() and not raw.startswith("#"):
+            break
+        match = _WINDOW_LINE.match(raw)
+        if match and match.group(1) == "exclude-newer":
+            exclude_newer = match.group(2)
+        elif match:
+            name, _, before = match.group(2).partition("=")
+            packages.append((normalize_name(name.strip()), before.strip()))
+    return Resolution(exclude_newer, tuple(sorted(packages)))
+
+
+def stamp_resolution(text: str, resolution: Resolution) -> str:
+    """The lock with the window's header lines after uv's own header (the leading comment block)."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    kept = [line for line in lines[:at] if not _WINDOW_LINE.match(line)]
+    return "\n".join(kept + resolution.header_lines() + lines[at:]) + "\n"
+
+
 def diff_locks(old: dict[str, LockedPackage], new: dict[str, LockedPackage]) -> list[tuple[str, str, str, str]]:
     """(change, name, old version, new version) for every added / removed / changed package, by name."""
     rows = []

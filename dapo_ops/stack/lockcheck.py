@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from dapo_ops.stack.lock import (LockedPackage, LockParseError, RequirementsInput, manifest_requirements,
-                                 normalize_name, parse_lock, parse_requirements_input, platform_environment,
-                                 render_direct_in)
+from dapo_ops.stack.lock import (LockedPackage, LockParseError, RequirementsInput, Resolution,
+                                 manifest_requirements, normalize_name, parse_lock, parse_requirements_input,
+                                 platform_environment, read_resolution, render_direct_in)
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,15 @@ def _check_layer(manifest, layer, recorded: tuple[str, str | None], problems: li
         how = verified[len("no"):].strip(" ()") if verified.startswith("no") else verified
         notes.append(f"{name}: the checkout's commit was not verified when recorded: {how or 'no record'}")
     return parsed
+
+
+def _check_resolution(name: str, text: str, wanted: Resolution) -> list[str]:
+    """The lock was resolved in the manifest's window (its header records the uv arguments it was made with)."""
+    recorded = read_resolution(text)
+    if recorded == wanted:
+        return []
+    return [f"{name}: resolved with {recorded.describe()}, the manifest's lock.resolution says {wanted.describe()} "
+            "(regenerate with `dapo-ops stack lock --upgrade`)"]
 
 
 def _check_locked_packages(name: str, locked: dict[str, LockedPackage], source_installed: set[str],
@@ -144,6 +153,7 @@ def check_lock(manifest, locks: dict[str, tuple[str, str | None]], inputs: dict[
         except LockParseError as exc:
             problems.append(str(exc))
             continue
+        problems += _check_resolution(name, text, Resolution.of(config))
         problems += _check_locked_packages(name, locked, source_installed, excluded)
         problems += _check_pins(name, locked, pins)
         environment = platform_environment(platform, manifest.python_version)

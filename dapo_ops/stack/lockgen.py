@@ -11,7 +11,7 @@ from pathlib import Path
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.stack.lock import layer_content, render_direct_in, render_layer_input
+from dapo_ops.stack.lock import Resolution, layer_content, render_direct_in, render_layer_input, stamp_resolution
 from dapo_ops.stack.lockcheck import CheckReport, check_lock
 
 UV_TIMEOUT = 600
@@ -55,6 +55,17 @@ def _git_head(checkout: Path) -> str:
     return result.stdout.strip()
 
 
+def _git_origin(checkout: Path) -> str | None:
+    """The checkout's origin URL (where its commit was read from), if it has one."""
+    try:
+        result = subprocess.run(["git", "-C", str(checkout), "remote", "get-url", "origin"], capture_output=True,
+                                text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    url = result.stdout.strip()
+    return url if result.returncode == 0 and url and not any(ord(c) < 32 for c in url) else None
+
+
 def record_layers(manifest: StackManifest, sources: Path, directory: Path,
                   unverified: dict[str, str]) -> list[str]:
     """Read each layer's requirements from its checkout under `sources` (sources.<key>.dir, as the provisioning
@@ -79,7 +90,8 @@ def record_layers(manifest: StackManifest, sources: Path, directory: Path,
             if head != commit:
                 raise UsageError(f"{checkout}: HEAD is {head}, the manifest pins {source.repo} {source.ref} at "
                                  f"{commit}")
-            verified = "yes (checkout HEAD)"
+            origin = _git_origin(checkout)
+            verified = f"yes (checkout HEAD, from {origin})" if origin else "yes (checkout HEAD)"
         text = _read(checkout / path)
         if text is None:
             raise UsageError(f"{checkout / path}: missing in the {source.repo} checkout")
@@ -112,6 +124,7 @@ def uv_command(manifest: StackManifest, platform: str, output: str, upgrade: boo
                "--custom-compile-command", "dapo-ops stack lock", "--output-file", output]
     for url in spec.extra_index_urls:
         command += ["--extra-index-url", url]
+    command += Resolution.of(config).uv_arguments()
     for name in sorted(config.exclude):
         command += ["--no-emit-package", name]
     if upgrade:
@@ -142,7 +155,7 @@ def compile_lock(manifest: StackManifest, platform: str, directory: Path, upgrad
         if result.returncode != 0:
             detail = " ".join(line.strip() for line in result.stderr.strip().splitlines()[-8:])
             raise DapoError(f"uv could not resolve the {platform} lock: {detail}")
-        return (work / spec.file).read_text()
+        return stamp_resolution((work / spec.file).read_text(), Resolution.of(config))
 
 
 def write_direct(manifest: StackManifest, directory: Path) -> Path:
