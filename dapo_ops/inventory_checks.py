@@ -10,12 +10,14 @@ from dapo_ops.fleet.nic import hccl_nic, inventory_address
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import RENAMED_VARS, host_npus
 from dapo_ops.launch.rehearsal import backend_for
+from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
 
 ARTIFACT_SOURCES = ("dapo_artifact_url", "dapo_artifact_dir")
 # every variable the checks read (Ansible hands over only these: templating all hostvars could fail elsewhere)
 CHECKED_VARS = ("ansible_host", "dapo_npus_per_node", *RENAMED_VARS, *ARTIFACT_SOURCES, "dapo_hccl_ifname",
                 "dapo_hccl_ip", "dapo_rehearsal_backend", "dapo_reboot_batch_size", "hccl_network_enabled",
-                "dapo_device_ips", "dapo_device_netmask", "dapo_device_gateway", "dapo_device_netdetect")
+                "dapo_device_ips", "dapo_device_netmask", "dapo_device_gateway", "dapo_device_netdetect",
+                STANDINS_VARIABLE)
 
 
 def _named_error(check, *args) -> list[str]:
@@ -52,7 +54,7 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[
     if not problems:
         problems += _named_error(host_npus, host)
     problems += _named_error(hccl_nic, host) + _named_error(inventory_address, host)
-    problems += _named_error(backend_for, hostvars)
+    problems += _named_error(backend_for, hostvars) + _named_error(import_standins, hostvars)
     if provisioning:
         problems += _artifact_source(hostvars) + _positive_int(hostvars, "dapo_reboot_batch_size")
     return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once

@@ -12,6 +12,7 @@ import yaml
 from dapo_ops.ascend.compat import CompatibilityReport, check_compatibility
 from dapo_ops.errors import ManifestError
 from dapo_ops.paths import STACK_MANIFEST
+from dapo_ops.stack.imports import parse_job_imports
 
 ARTIFACT_KEYS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer")
 ASCEND_COMPONENTS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal")  # installed, versioned files
@@ -106,6 +107,7 @@ class StackManifest:
     raw: dict[str, Any]
     cann_deps: dict[str, str] = field(default_factory=dict)
     lock: LockConfig | None = None
+    job_imports: tuple = ()              # dapo_ops.stack.imports.JobImport, the manifest's job_imports
 
     def artifact(self, key: str) -> Artifact:
         try:
@@ -271,6 +273,7 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
         raw=data,
         cann_deps={str(k): str(v) for k, v in (python.get("cann_deps") or {}).items()},
         lock=_parse_lock(data["lock"], sources, source) if data.get("lock") is not None else None,
+        job_imports=parse_job_imports(data.get("job_imports"), set(sources), source),
     )
 
 

@@ -58,6 +58,26 @@ def python_stack_problems(installed, manifest_data):
     return check(installed or {}, parse_manifest(manifest_data))
 
 
+def import_sweep_args(manifest_data, standins, src_root, cache):
+    """The import sweep's arguments (dapo_ops.stack.imports.sweep_arguments) from the loaded manifest."""
+    from dapo_ops.errors import DapoError
+    from dapo_ops.manifest import parse_manifest
+    from dapo_ops.stack.imports import import_standins, sweep_arguments
+
+    try:
+        names = import_standins({"dapo_import_standins": list(standins or [])})
+        return sweep_arguments(parse_manifest(manifest_data), names, str(src_root), str(cache))
+    except DapoError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def import_sweep(stdout):
+    """The import sweep's output -> its verdict as a dict (the audit's import_sweep fact reads the same)."""
+    from dapo_ops.stack.imports import parse_verdict
+
+    return _wrap(lambda text: parse_verdict(text).as_dict(), stdout)
+
+
 def hccn_ip(text):
     """hccn_tool -ip -g output -> {address, netmask} (both None when no IP is set)."""
     return _wrap(ip_fact.FACT.parse, text or "Get ipconf failed")
@@ -167,6 +187,8 @@ class FilterModule:
             "dapo_npu_smi_board": npu_smi_board,
             "dapo_ascend_compat": ascend_compat,
             "dapo_python_stack_problems": python_stack_problems,
+            "dapo_import_sweep_args": import_sweep_args,
+            "dapo_import_sweep": import_sweep,
             "dapo_hccn_ip": hccn_ip,
             "dapo_satisfies": satisfies,
             "dapo_unsatisfied": unsatisfied,

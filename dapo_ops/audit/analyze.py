@@ -85,11 +85,21 @@ def _python_stack_findings(host: str, values: dict, manifest: StackManifest) -> 
     if stack is not None:
         findings = [Finding(host, None, ERROR, "stack-off-pin", problem.split()[0], problem)
                     for problem in python_stack_problems(stack, manifest)]
-        return findings + _environment_findings(host, stack) + _record_findings(host, stack)
+        return (findings + _import_findings(host, values) + _environment_findings(host, stack)
+                + _record_findings(host, stack))
     if values.get("python_stack") is ParseError:
         return []
     return [Finding(host, None, ERROR, "python-stack-missing", "python",
                     "no Python environment (neither the dapo_ops fact file nor the conda env)")]
+
+
+def _import_findings(host: str, values: dict) -> list[Finding]:
+    """Each module of the env (or of the job's own path) that does not import, named by its distribution."""
+    sweep = fact_value(values, "import_sweep")
+    if not isinstance(sweep, dict):
+        return []
+    return [Finding(host, None, ERROR, "import-fails", failure["dist"], failure["line"])
+            for failure in sweep.get("errors") or []]
 
 
 def _environment_findings(host: str, stack: dict) -> list[Finding]:

@@ -22,6 +22,7 @@ class NodeContext:
     python: str                          # the stack environment's python
     fact_file: str
     env_script: str = ""               # the CANN environment script every job sources
+    import_sweep_args: tuple[str, ...] = ()   # dapo_ops.stack.imports.sweep_arguments for this node
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import yaml
 
 from dapo_ops.manifest import StackManifest
 from dapo_ops.sim import mirror, node, repos
+from dapo_ops.sim.wheels import STANDIN_PACKAGES
 from dapo_ops.sim.netns import BRIDGE_IP, DATA_NIC
 from dapo_ops.sim.proc import run
 from dapo_ops.sim.state import NodeState
@@ -55,6 +56,9 @@ def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *,
             },
             "vars": {
                 "ansible_user": "root",
+                # what the import sweep must not import here: the NPU-bound wheels and the vLLM, vllm-ascend and
+                # verl checkouts the mirror serves are stand-ins (a failure they cause counts as skipped)
+                "dapo_import_standins": [*STANDIN_PACKAGES, *repos.STANDIN_SOURCES],
                 "ansible_ssh_private_key_file": str(key_file),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
                 "ansible_python_interpreter": node.NODE_PYTHON,

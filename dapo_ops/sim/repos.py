@@ -27,6 +27,9 @@ requires = {requires}
 build-backend = "setuptools.build_meta"
 """
 
+# The distributions the stand-in source repositories install (vLLM, vllm-ascend and verl at their pinned tags).
+STANDIN_SOURCES = ("vllm", "vllm-ascend", "verl")
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "dapo-ops sim", "GIT_AUTHOR_EMAIL": "sim@dapo-ops.invalid",
     "GIT_COMMITTER_NAME": "dapo-ops sim", "GIT_COMMITTER_EMAIL": "sim@dapo-ops.invalid",

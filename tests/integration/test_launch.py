@@ -458,6 +458,38 @@ def test_the_audit_reads_the_stack_live_and_the_launch_gate_refuses_before_any_c
     assert cli("audit").returncode == 0  # restored
 
 
+def test_a_module_broken_inside_an_installed_distribution_fails_verify_the_audit_and_the_launch_gate(fleet):
+    """Issue 24: one module of the installed datasets breaks on node2 as datasets 2.14.4 did with pyarrow 21
+    (a subclass of pyarrow.PyExtensionType at import). Its version, metadata and RECORD stay the same, so no lock
+    comparison can see it: the import sweep must. verify fails naming the distribution, the audit exits 1 naming
+    node2 and datasets, and launch refuses before any change."""
+    from dapo_ops.layout import node_layout
+
+    from .ansible_helpers import playbook
+
+    node2 = fleet["node2"]
+    python = node_layout(node2.vars).python
+    where = sh(node2, f"{python} -c 'import datasets.features.features as f; print(f.__file__)'").stdout.strip()
+    sh(node2, f"cp -p {where} {where}.orig && printf '\\nclass _Broken(pa.PyExtensionType):\\n    pass\\n' >> {where}")
+    try:
+        verify_rc, verify_output, _ = playbook("--tags", "verify", "--limit", "node2")
+        audited = cli("audit", "--json")
+        gate = cli("launch", JOB, "--nodes", "2")
+    finally:
+        sh(node2, f"mv {where}.orig {where}")
+    broken = "module datasets does not import: AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'"
+    assert verify_rc == 2 and f"node2: datasets: {broken}" in " ".join(verify_output.split()), verify_output[-3000:]
+    assert audited.returncode == 1, audited.stderr
+    findings = [f for f in json.loads(audited.stdout)["findings"] if f["code"] == "import-fails"]
+    assert {(f["host"], f["component"]) for f in findings} == {("node2", "datasets")}, findings
+    assert findings[0]["severity"] == "error" and findings[0]["message"] == f"datasets: {broken}"
+    assert gate.returncode == 1 and f"node2: datasets: {broken}" in gate.stderr, gate.stderr
+    for host in fleet.values():
+        assert ray_processes(host) == ""
+        assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+    assert cli("audit").returncode == 0  # restored: the sweep sees the env changed back and imports again
+
+
 def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_named_and_the_rest_stopped(
         fleet, tmp_path):
     """F14 and F17: a run "training" for minutes holds a lock on both nodes; a second launch and --break-lock are

@@ -37,6 +37,7 @@ def test_a_good_host_has_no_problem():
     (with_(dapo_hccl_ip="10.0.0.300"), "dapo_hccl_ip '10.0.0.300' is not an IPv4 address"),
     (with_(dapo_rehearsal_backend="nccl"), "dapo_rehearsal_backend: 'nccl' is not one of hccl, gloo, tcp"),
     (with_(dapo_reboot_batch_size=0), "dapo_reboot_batch_size is 0, not a positive whole number"),
+    (with_(dapo_import_standins="torch"), "dapo_import_standins must be a list of distribution names"),
 ])
 def test_each_problem_names_its_variable(hostvars, needle):
     problems = host_problems("n1", hostvars)
