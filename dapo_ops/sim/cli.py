@@ -74,7 +74,8 @@ def sim_down(as_json: bool) -> None:
 @job_file_argument
 @click.option("--skip", multiple=True, metavar="NODE", help="Leave this node without the files (repeatable).")
 def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
-    """Put a job's model config.json and (placeholder) parquet files under /data on the simulated nodes."""
+    """Put a job's model (config.json, a small real tokenizer) and DAPO-shaped parquet data under /data on the
+    simulated nodes."""
     from dapo_ops.job.spec import load_spec
     from dapo_ops.sim.fleet import SimFleet
     from dapo_ops.sim.stage import job_files

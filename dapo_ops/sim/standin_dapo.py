@@ -13,16 +13,21 @@ first training step, and what the product depends on, happens for real:
   on any node (upstream: "please make sure main_task is not scheduled on head"); the stand-in puts it on a node
   other than the driver's whenever there is one (DAPO_SIM_TASKRUNNER_NODE=<hostname> picks one), so a job that
   only works on the head fails here as it would on a real cluster.
-- `TaskRunner.run` loads the model's config.json (transformers' AutoConfig/AutoTokenizer, via verl's
-  hf_tokenizer) and the parquet files (datasets.load_dataset, via verl's RLHFDataset) on the node it runs on;
+- `TaskRunner.run` (verl/trainer/main_ppo.py TaskRunner.run) reads the model and the data on the node it runs
+  on, with the real libraries and verl's calls (`load_data` below, which runs without Ray too): the tokenizer
+  (transformers' AutoTokenizer, via verl's hf_tokenizer), the model's config (AutoConfig, as verl's workers do), the
+  training and validation files (datasets.load_dataset + concatenate_datasets, via verl's RLHFDataset) and the
+  overlong-prompt filter when data.filter_overlong_prompts asks for it; the errors are those libraries' own;
+- with `wandb` among the loggers, wandb's own key lookup (WANDB_API_KEY, else the netrc file) as wandb.init does;
 - it opens verl's file logger like verl/utils/tracking.py FileLogger: VERL_FILE_LOGGER_PATH with "w", no
   directory created;
 - it starts the vLLM rollout worker's model loading as vllm-ascend does (v0.11.0rc1 vllm_ascend/worker/worker_v1.py
   load_model: sleep mode takes CaMemAllocator), so PYTORCH_NPU_ALLOC_CONF=expandable_segments:True fails with
   vllm-ascend's own assertion.
-Then it logs step 0 (the dry mode's `dapo_ops/*` facts) as verl's console and file loggers do and exits 0 (the
-documented dry mode), after "training" for DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per
-step, each logged with its measured `timing_s/step` (for `report --follow` and tests of a node lost in training).
+Then it logs step 0 (the dry mode's `dapo_ops/*` facts, with the rows read and the overlong prompts counted) as
+verl's console and file loggers do and exits 0 (the documented dry mode), after "training" for
+DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per step, each logged with its measured
+`timing_s/step` (for `report --follow` and tests of a node lost in training).
 """
 import json
 import numbers
@@ -31,6 +36,7 @@ import pprint
 import socket
 import sys
 import time
+import traceback
 
 import hydra
 import ray
@@ -74,10 +80,6 @@ def run_ppo(config) -> None:
             ray.shutdown()
 
 
-class UsageError(Exception):
-    """Named as wandb.errors.UsageError, which wandb.init raises when it finds no key."""
-
-
 def _log(step, data, logger):
     """What verl's Tracking does with a step's metrics for the console and file loggers: the console line of
     verl/utils/logger/aggregate_logger.py concat_dict_to_str (numbers only, pprint-formatted), and a JSON line of
@@ -89,48 +91,144 @@ def _log(step, data, logger):
 
 
 def _wandb_api_key():
-    """wandb 0.31.0's key lookup without a terminal (wandb/sdk/lib/wbauth/authenticate.py, wbnetrc.py):
-    WANDB_API_KEY, else the netrc file at $NETRC (else ~/.netrc) for the host[:port] of WANDB_BASE_URL."""
-    import netrc
-    from urllib.parse import urlsplit
+    """wandb 0.23.1's key lookup when wandb.init logs in without a terminal (wandb/sdk/wandb_login.py _login): the
+    settings' api_key (WANDB_API_KEY), else wandb.sdk.lib.auth.read_netrc_auth(host=settings.base_url) (the netrc
+    file at $NETRC, else ~/.netrc, for the host of WANDB_BASE_URL, default https://api.wandb.ai; a key of the wrong
+    form raises wandb's AuthenticationError there), else the prompt, which without a terminal raises UsageError."""
+    from wandb.errors import UsageError
+    from wandb.sdk.lib import auth
 
-    if os.environ.get("WANDB_API_KEY"):
-        return os.environ["WANDB_API_KEY"]
-    path = os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")
-    machine = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
-    try:
-        creds = netrc.netrc(path).authenticators(machine)
-    except (FileNotFoundError, netrc.NetrcParseError, OSError):
-        creds = None
-    if not creds or not creds[2]:
+    key = os.environ.get("WANDB_API_KEY") or auth.read_netrc_auth(
+        host=os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    if not key:
+        # wandb/sdk/wandb_login.py _WandbLogin.prompt_api_key, on term.NotATerminalError
         raise UsageError("No API key configured. Use `wandb login` to log in.")
-    return creds[2]
+    return key
 
 
 def _files(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+def _without_torch():
+    """torch is a stand-in on the simulated fleet (version metadata, no tensors): transformers and datasets would
+    import it and fail. USE_TORCH=0, their own switch, keeps them to what the stand-in asks of them (tokenizers,
+    configurations, data files); on a real node they run with torch as verl imports them."""
+    os.environ["USE_TORCH"] = "0"
+
+
+def hf_tokenizer(name_or_path, **kwargs):
+    """verl v0.7.0 verl/utils/tokenizer.py hf_tokenizer: transformers' AutoTokenizer, then set_pad_token_id (the
+    eos token pads when the tokenizer names no pad token)."""
+    _without_torch()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token_id = tokenizer.eos_token_id
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def rl_dataset(data_files, config, tokenizer, max_samples=-1):
+    """verl v0.7.0 verl/utils/dataset/rl_dataset.py RLHFDataset (without a processor or tools): the settings it reads
+    in __init__ (:105-133), _read_files_and_tokenize (:153-179) and maybe_filter_out_long_prompts (:181-261).
+    Returns the dataset and its counts: `rows` read ("dataset len"), `overlong` prompts longer than
+    max_prompt_length tokens with the chat template applied (counted whatever the configuration says, for the dry
+    run's report; verl counts nothing when it does not filter) and `filtered`, the rows the filter dropped (0 unless
+    data.filter_overlong_prompts)."""
+    _without_torch()
+    import datasets
+
+    prompt_key = config.get("prompt_key", "prompt")
+    max_prompt_length = config.get("max_prompt_length", 1024)
+    filter_overlong_prompts = config.get("filter_overlong_prompts", True)
+    apply_chat_template_kwargs = config.get("apply_chat_template_kwargs", {})
+    num_workers = config.get("filter_overlong_prompts_workers", max(1, os.cpu_count() // 4))
+    num_workers = min(num_workers, os.cpu_count()) if num_workers is not None else None
+
+    dataframes = []
+    for parquet_file in _files(data_files):  # rl_dataset.py:155-163
+        if parquet_file.endswith(".parquet"):
+            dataframe = datasets.load_dataset("parquet", data_files=parquet_file)["train"]
+        elif parquet_file.endswith(".json"):
+            dataframe = datasets.load_dataset("json", data_files=parquet_file)["train"]
+        else:
+            raise ValueError(f"Unsupported file format: {parquet_file}")
+        dataframes.append(dataframe)
+    dataframe = datasets.concatenate_datasets(dataframes)  # :164
+    total = len(dataframe)
+    print(f"dataset len: {len(dataframe)}", flush=True)  # :167
+
+    if max_samples > 0 and max_samples < total:  # :169-177
+        import numpy as np
+
+        if config.get("shuffle", False):
+            seed = config.get("seed")
+            rng = np.random.default_rng(*((seed,) if seed is not None else ()))
+            indices = rng.choice(total, size=max_samples, replace=False)
+        else:
+            indices = np.arange(max_samples)
+        dataframe = dataframe.select(indices.tolist())
+        print(f"selected {max_samples} random samples out of {total}", flush=True)
+
+    def doc2len(doc) -> int:  # :240-252, a tokenizer without a processor
+        try:
+            apply_kwargs = dict(**apply_chat_template_kwargs)
+            return len(tokenizer.apply_chat_template(doc[prompt_key], add_generation_prompt=True, **apply_kwargs))
+        except Exception:
+            print("Error processing one of the samples, skipping...")
+            traceback.print_exc()
+            return max_prompt_length + 1
+
+    rows = len(dataframe)
+    if filter_overlong_prompts:
+        dataframe = dataframe.filter(  # :254-258
+            lambda doc: doc2len(doc) <= max_prompt_length,
+            num_proc=num_workers,
+            desc=f"Filtering prompts longer than {max_prompt_length} tokens",
+        )
+        print(f"filter dataset len: {len(dataframe)}", flush=True)  # :260
+        overlong = filtered = rows - len(dataframe)
+    else:
+        overlong, filtered = sum(1 for doc in dataframe if doc2len(doc) > max_prompt_length), 0
+    return dataframe, {"rows": total, "overlong": overlong, "filtered": filtered}
+
+
+def load_data(config):
+    """What verl v0.7.0 verl/trainer/main_ppo.py TaskRunner.run reads before the trainer exists, on this node: the
+    tokenizer (:307-308, hf_tokenizer with data.trust_remote_code), the model's config (AutoConfig, which verl's
+    workers load: verl/workers/fsdp_workers.py _build_model_optimizer) and the datasets (:325-340,
+    create_rl_dataset with data.train_max_samples / data.val_max_samples). Plain Python: no Ray needed."""
+    model_path = config["actor_rollout_ref"]["model"]["path"]
+    data = config["data"]
+    trust_remote_code = data.get("trust_remote_code", False)
+    tokenizer = hf_tokenizer(model_path, trust_remote_code=trust_remote_code)
+    from transformers import AutoConfig
+
+    model_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    train, train_counts = rl_dataset(data["train_files"], data, tokenizer, data.get("train_max_samples", -1))
+    val, val_counts = rl_dataset(data["val_files"], data, tokenizer, data.get("val_max_samples", -1))
+    for name, counts in (("training", train_counts), ("validation", val_counts)):
+        if counts["overlong"]:
+            print("dapo-ops dry mode: %d of %d %s prompts are longer than data.max_prompt_length=%s tokens "
+                  "(data.filter_overlong_prompts=%s, data.truncation=%s)"
+                  % (counts["overlong"], counts["rows"], name, data.get("max_prompt_length"),
+                     data.get("filter_overlong_prompts"), data.get("truncation")), flush=True)
+    metrics = {}
+    for split, counts in (("train", train_counts), ("val", val_counts)):
+        metrics.update({"dapo_ops/%s_rows" % split: counts["rows"],
+                        "dapo_ops/%s_rows_overlong" % split: counts["overlong"],
+                        "dapo_ops/%s_rows_filtered" % split: counts["filtered"]})
+    return {"tokenizer": tokenizer, "model_config": model_config, "train": train, "val": val, "metrics": metrics}
+
+
 @ray.remote(num_cpus=1)
 class TaskRunner:
     def run(self, config):
         print("TaskRunner hostname: %s, PID: %s" % (socket.gethostname(), os.getpid()), flush=True)
-        model_path = config["actor_rollout_ref"]["model"]["path"]
-        if not os.path.isdir(model_path):
-            # transformers 4.x utils/hub.py (cached_files), reached through verl's hf_tokenizer
-            raise OSError("Incorrect path_or_model_id: '%s'. Please provide either the path to a local folder or "
-                          "the repo_id of a model on the Hub." % model_path)
-        config_json = os.path.join(model_path, "config.json")
-        if not os.path.isfile(config_json):
-            # transformers 4.x configuration_utils.py, for a local directory without config.json
-            raise OSError("%s does not appear to have a file named config.json." % model_path)
-        with open(config_json) as fh:
-            model_config = json.load(fh)
-        for key in ("train_files", "val_files"):
-            for path in _files(config["data"][key]):
-                if not os.path.exists(path):
-                    # datasets' data_files.py (resolve_pattern), reached through verl's RLHFDataset
-                    raise FileNotFoundError("Unable to find '%s'" % path)
+        data = load_data(config)
         if "wandb" in _files(config["trainer"]["logger"]):
             _wandb_api_key()  # verl's Tracking calls wandb.init in the TaskRunner (verl/utils/tracking.py)
         logger = None
@@ -149,9 +247,9 @@ class TaskRunner:
 
             NPUWorker(enable_sleep_mode=rollout.get("enable_sleep_mode", True),
                       enforce_eager=rollout.get("enforce_eager", False)).load_model()
-        metrics = {"dapo_ops/dry_mode": 1, "dapo_ops/model_layers": model_config.get("num_hidden_layers"),
+        metrics = {"dapo_ops/dry_mode": 1, "dapo_ops/model_layers": data["model_config"].num_hidden_layers,
                    "dapo_ops/nnodes": config["trainer"]["nnodes"],
-                   "dapo_ops/n_gpus_per_node": config["trainer"]["n_gpus_per_node"]}
+                   "dapo_ops/n_gpus_per_node": config["trainer"]["n_gpus_per_node"], **data["metrics"]}
         _log(0, metrics, logger)
         ends = time.monotonic() + float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0)  # the sim's training time
         for step in range(1, 1 << 30):

@@ -153,7 +153,8 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
 
     from dapo_ops.layout import node_layout
 
-    key = f"dapo-test-key-{os.getpid()}-{time.time_ns()}"
+    # wandb 0.23.1 checks a key's form (40+ characters after its first dash: wandb/sdk/lib/auth/validation.py)
+    key = f"dapo-test-key-{os.getpid()}-{time.time_ns()}-" + "x" * 24
     key_file = tmp_path / "wandb.key"
     key_file.write_text(key + "\n")
     key_file.chmod(0o600)

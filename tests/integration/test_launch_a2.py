@@ -81,6 +81,12 @@ def test_the_shipped_job_validates_and_runs_on_2_x_8_with_its_taskrunner_on_node
         metrics = f"/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/metrics-{run_id}.jsonl"
         line = json.loads(sh(fleet["node2"], f"cat {metrics}").stdout.splitlines()[0])
         assert line["step"] == 0 and line["data"]["dapo_ops/n_gpus_per_node"] == 8
+        # verl's data path ran for real on node2 (datasets.load_dataset, the tokenizer's chat template): the staged
+        # 320 training rows, 8 of them longer than data.max_prompt_length, which the job does not filter
+        data = line["data"]
+        assert (data["dapo_ops/train_rows"], data["dapo_ops/train_rows_overlong"],
+                data["dapo_ops/train_rows_filtered"], data["dapo_ops/val_rows"]) == (320, 8, 0, 30), data
+        assert "dapo_ops/train_rows:320" in logs and "dataset len: 320" in logs
         for host in fleet.values():  # every directory the job writes exists on every node
             sh(host, "test -d /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo && "
                      "test -d /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard")
@@ -104,6 +110,21 @@ def test_the_shipped_job_validates_and_runs_on_2_x_8_with_its_taskrunner_on_node
         assert (root["node"], root["signature"]) == ("node2", "verl-data-or-model-missing"), root
         bundle = runs_dir / run_id / "doctor"
         assert (bundle / "node1").is_dir() and (bundle / "node2").is_dir()
+
+        # issue 24: the train file corrupt on node2 (cut short, as an interrupted copy leaves it): the job fails with
+        # pyarrow's own error through datasets, and doctor names node2 and the file
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))  # past the missing-file failure
+        sh(fleet["node2"], f"cp -p {train} {train}.good && truncate -s 4096 {train}")
+        try:
+            failed = sh(fleet["node1"], f"bash -c {shlex.quote(submit)}", timeout=240, ok=False)
+        finally:
+            sh(fleet["node2"], f"mv {train}.good {train}")
+        assert failed.exit_code != 0 and "Parquet magic bytes not found in footer" in failed.stdout + failed.stderr
+        doctor = cli("doctor", run_id, "--since", since, "--json")
+        assert doctor.returncode == 1, doctor.stdout[-2000:] + doctor.stderr
+        root = json.loads(doctor.stdout)["root"]
+        assert (root["node"], root["signature"]) == ("node2", "verl-data-file-unreadable"), root
+        assert train in json.dumps(root), root
 
         # verl v0.7.0 verl/utils/tracking.py FileLogger: open(VERL_FILE_LOGGER_PATH, "w"), no directory made
         runtime = json.dumps({"env_vars": {"VERL_FILE_LOGGER_PATH": "/var/log/nowhere/metrics.jsonl",
@@ -167,3 +188,51 @@ def test_a_job_with_expandable_segments_is_refused_before_any_change(fleet, tmp_
         result = cli(*command)
         assert result.returncode == 2 and "Expandable segments are not compatible with memory pool" in result.stderr
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+
+
+@pytest.mark.parametrize("filter_overlong", [False, True])
+def test_the_dry_mode_data_path_runs_on_the_nodes_own_libraries(fleet, filter_overlong):
+    """The stand-in entry point's load_data (verl's TaskRunner.run and RLHFDataset calls) on the staged files, in the
+    provisioned env of node1 with its locked datasets, pyarrow, transformers and tokenizers: the rows, the overlong
+    prompts (filtered only when data.filter_overlong_prompts asks), the staged tokenizer's chat template; then a
+    truncated copy of the train file fails with pyarrow's own error, as datasets raises it."""
+    from dapo_ops.job.spec import load_spec
+
+    spec = load_spec(PROJECT_ROOT / JOB)
+    train, val = spec.data.train_files, spec.data.val_files
+    cut = "/tmp/dapo-cut.parquet"
+    config = {"actor_rollout_ref": {"model": {"path": spec.model.path}},
+              "data": {"train_files": train, "val_files": val, "prompt_key": "prompt",
+                       "max_prompt_length": spec.data.max_prompt_length, "filter_overlong_prompts": filter_overlong,
+                       "filter_overlong_prompts_workers": 1, "truncation": "left", "apply_chat_template_kwargs": {}}}
+    code = f"""
+import json, shutil, sys
+sys.path.insert(0, "/opt/dapo-ops/src/verl/recipe/dapo")
+import main_dapo
+config = json.loads({json.dumps(json.dumps(config))})
+data = main_dapo.load_data(config)
+prompt = data["tokenizer"].apply_chat_template(data["val"][0]["prompt"], add_generation_prompt=True, tokenize=False)
+print("RESULT " + json.dumps({{"metrics": data["metrics"], "layers": data["model_config"].num_hidden_layers,
+                              "head": prompt[:20], "tail": prompt[-40:], "kept": len(data["train"])}}))
+shutil.copy(config["data"]["train_files"], {cut!r})
+with open({cut!r}, "r+b") as fh:
+    fh.truncate(5000)
+config["data"]["train_files"] = {cut!r}
+main_dapo.load_data(config)
+"""
+    run = in_env(fleet["node1"], code, env="HF_HUB_OFFLINE=1")
+    sh(fleet["node1"], f"rm -f {cut}")
+    result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    dropped = 8 if filter_overlong else 0
+    assert result["metrics"] == {"dapo_ops/train_rows": 320, "dapo_ops/train_rows_overlong": 8,
+                                 "dapo_ops/train_rows_filtered": dropped, "dapo_ops/val_rows": 30,
+                                 "dapo_ops/val_rows_overlong": 0, "dapo_ops/val_rows_filtered": 0}, result
+    assert result["layers"] == spec.model.architecture.layers and result["kept"] == 320 - dropped
+    assert result["head"].startswith("<|im_start|>user\n")
+    assert result["tail"].endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert "dataset len: 320" in run.stdout and ("filter dataset len: 312" in run.stdout) == filter_overlong
+    assert run.exit_code != 0
+    assert ("pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or "
+            "this is not a parquet file.") in run.stderr, run.stderr[-2000:]
+    assert f"Failed to read schema from '{cut}' with error ArrowInvalid" in run.stderr
+

@@ -259,12 +259,18 @@ def test_check_fails_on_a_wrong_commit_in_a_recorded_input(lock_copy, manifest):
     assert f"vllm_ascend.in: header commit is '{'0' * 40}', the manifest says '{commit}'" in result.stderr
 
 
-def test_check_fails_when_the_manifest_pin_moves(tmp_path, lock_copy):
+def check_with_changed_manifest(tmp_path, lock_copy, change):
+    """`stack lock --check` of the committed lock against a copy of the manifest that `change` edited."""
     data = yaml.safe_load(STACK_MANIFEST.read_text())
-    data["python"]["cann_deps"]["protobuf"] = "==0.0.1"
+    change(data)
     moved = tmp_path / "manifest.yml"
     moved.write_text(yaml.safe_dump(data))
-    result = run_check(lock_copy, moved)
+    return run_check(lock_copy, moved)
+
+
+def test_check_fails_when_the_manifest_pin_moves(tmp_path, lock_copy):
+    result = check_with_changed_manifest(tmp_path, lock_copy,
+                                         lambda d: d["python"]["cann_deps"].update(protobuf="==0.0.1"))
     assert result.returncode == 1
     problems = _one_problem_lines(result)
     assert any("direct.in: does not match the manifest's pins" in p for p in problems)
@@ -442,11 +448,8 @@ def test_check_fails_on_a_lock_resolved_with_another_date_or_none(lock_copy, man
 
 
 def test_check_fails_when_the_manifest_moves_the_window(tmp_path, lock_copy):
-    data = yaml.safe_load(STACK_MANIFEST.read_text())
-    data["lock"]["resolution"]["exclude_newer"] = "2026-06-01T00:00:00Z"
-    moved = tmp_path / "manifest.yml"
-    moved.write_text(yaml.safe_dump(data))
-    result = run_check(lock_copy, moved)
+    result = check_with_changed_manifest(tmp_path, lock_copy,
+                                         lambda d: d["lock"]["resolution"].update(exclude_newer="2026-06-01T00:00:00Z"))
     assert result.returncode == 1
     assert "the manifest's lock.resolution says --exclude-newer 2026-06-01T00:00:00Z" in result.stderr
 
