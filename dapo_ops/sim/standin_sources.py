@@ -46,8 +46,16 @@ EXTENSION = os.path.join(HERE, "vllm_ascend", "vllm_ascend_C.py")
 compile_custom_kernels = bool(int(os.getenv("COMPILE_CUSTOM_KERNELS", "1")))
 cann = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
 if compile_custom_kernels and cann:
-    with open(EXTENSION, "w") as out:
-        out.write({extension!r})
+    # setup.py also runs when pip only prepares metadata (a --dry-run plan): like CMake with nothing to rebuild, an
+    # up-to-date library is left as it is
+    try:
+        with open(EXTENSION) as old:
+            current = old.read()
+    except OSError:
+        current = None
+    if current != {extension!r}:
+        with open(EXTENSION, "w") as out:
+            out.write({extension!r})
 else:
     if os.path.exists(EXTENSION):
         os.remove(EXTENSION)

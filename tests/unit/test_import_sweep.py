@@ -53,6 +53,7 @@ def site(tmp_path):
 
 def sweep(site, *args, timeout=60, path=None):
     env = dict(os.environ, PYTHONPATH=str(site), PATH=path or os.environ["PATH"])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # imports byte-compile (make __pycache__ directories), as on a node
     result = subprocess.run([sys.executable, "-S", str(SWEEP_SCRIPT), *args], capture_output=True, text=True,
                             env=env, timeout=timeout)
     assert result.returncode == 0, result.stderr
