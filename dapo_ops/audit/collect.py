@@ -46,11 +46,11 @@ class HostRaw:
 
 def node_context(host_vars: dict, install_path: str) -> NodeContext:
     from dapo_ops.manifest import load_manifest
-    from dapo_ops.stack.imports import import_standins, sweep_arguments
+    from dapo_ops.stack.imports import AUDIT_DEADLINE, import_standins, sweep_arguments
 
     layout = node_layout(host_vars)
     sweep = sweep_arguments(load_manifest(), import_standins(host_vars), layout.src_root,
-                            layout["stack_import_sweep_cache"])
+                            layout["stack_import_sweep_cache"], deadline=AUDIT_DEADLINE)
     return NodeContext(install_path=install_path, python=layout.python,
                        fact_file=layout["stack_fact_file"], env_script=layout.env_script,
                        import_sweep_args=tuple(sweep))

@@ -62,16 +62,22 @@ def import_standins(host_vars: dict) -> tuple[str, ...]:
     return tuple(value)
 
 
-def sweep_arguments(manifest, standins, src_root: str, cache: str) -> list[str]:
-    """The sweep's command-line arguments: the stand-ins, the job's modules and where their checkouts are, and the
-    file the verdict is kept in with the env's fingerprint."""
+# The audit's sweep ends within this many seconds (the host's whole collection has --timeout, 120 s by default):
+# modules it could not import by then are errors that say so, and that verdict is not kept.
+AUDIT_DEADLINE = 60
+
+
+def sweep_arguments(manifest, standins, src_root: str, cache: str, deadline: float | None = None) -> list[str]:
+    """The sweep's command-line arguments: the stand-ins, the job's modules (with the checkout a module is imported
+    from, as the job runs it), the file the verdict is kept in with the env's fingerprint, and a deadline."""
     arguments = []
     for name in standins:
         arguments += ["--standin", str(name)]
     for item in manifest.job_imports:
-        arguments += ["--job-module", f"{item.module}={item.source}"]
-    for key in sorted({item.source for item in manifest.job_imports if item.from_checkout}):
-        arguments += ["--job-path", f"{src_root.rstrip('/')}/{manifest.source(key).dir}"]
+        where = f"@{src_root.rstrip('/')}/{manifest.source(item.source).dir}" if item.from_checkout else ""
+        arguments += ["--job-module", f"{item.module}={item.source}{where}"]
+    if deadline is not None:
+        arguments += ["--deadline", str(deadline)]
     return arguments + ["--cache", cache]
 
 

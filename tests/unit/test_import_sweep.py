@@ -94,6 +94,36 @@ def test_what_is_not_importable_api_is_left_out_with_the_reason(site):
     assert "nspkg._private" not in left_out and "nspkg" not in left_out
 
 
+def test_the_current_directory_is_not_imported_from(site, tmp_path):
+    stray = tmp_path / "cwd"
+    stray.mkdir()
+    (stray / "good.py").write_text("raise ImportError('the stray copy in the current directory')\n")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    result = subprocess.run([sys.executable, "-S", "-c", SWEEP_SCRIPT.read_text()], cwd=stray, capture_output=True,
+                            text=True, env=env, timeout=60)
+    assert "good" not in by_module(json.loads(result.stdout.splitlines()[-1])["errors"])
+
+
+def test_a_module_below_a_namespace_at_any_depth_is_imported(site):
+    make_dist(site, "deep-exporter", {"deepns/exporter/prom/__init__.py": "raise ImportError('deep code ran')\n",
+                                      "deepns/exporter/prom/sub.py": ""})
+    errors = by_module(sweep(site)["errors"])
+    assert errors["deepns.exporter.prom"]["error"] == "ImportError: deep code ran"
+
+
+def test_an_import_that_leaves_a_helper_running_is_done_when_it_reports(site):
+    make_dist(site, "spawner", {"spawner.py": "import subprocess\nsubprocess.Popen(['sleep', '30'])\n"})
+    verdict = sweep(site, "--timeout", "5", timeout=40)
+    assert "spawner" not in by_module(verdict["errors"])
+    assert subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True).returncode == 1   # ended with it
+
+
+def test_a_deadline_ends_the_sweep_and_names_what_was_not_imported(site):
+    make_dist(site, "hanger", {"hanger.py": "import time\ntime.sleep(60)\n"})
+    verdict = sweep(site, "--deadline", "2", "--workers", "1", timeout=40)
+    assert any(e["error"] == "not imported: the sweep's deadline passed" for e in verdict["errors"])
+
+
 def test_a_hung_import_is_cut_off_and_the_sweep_goes_on(site):
     make_dist(site, "hanger", {"hanger.py": "import time\ntime.sleep(60)\n"})
     verdict = sweep(site, "--timeout", "2", timeout=40)
@@ -105,8 +135,7 @@ def test_the_job_modules_are_imported_from_their_checkout(site, tmp_path):
     checkout = tmp_path / "verl"
     (checkout / "recipe" / "dapo").mkdir(parents=True)
     (checkout / "recipe" / "dapo" / "trainer.py").write_text("import good\n")
-    verdict = sweep(site, "--job-module", "recipe.dapo.trainer=verl", "--job-module", "good=good",
-                    "--job-path", str(checkout))
+    verdict = sweep(site, "--job-module", f"recipe.dapo.trainer=verl@{checkout}", "--job-module", "good=good")
     assert "recipe.dapo.trainer" not in by_module(verdict["errors"])
     failed = sweep(site, "--job-module", "recipe.dapo.trainer=verl")       # without the checkout on sys.path
     entry = by_module(failed["errors"])["recipe.dapo.trainer"]
@@ -117,6 +146,12 @@ def test_the_job_modules_are_imported_from_their_checkout(site, tmp_path):
 def test_an_unchanged_env_reuses_the_verdict_and_an_edited_module_is_swept_again(site, tmp_path, lister):
     cache = tmp_path / "verdict.json"
     path = str(tmp_path / "no-find") if lister == "walk" else None     # no find on PATH: the Python walk lists
+    assert sweep(site, "--cache", str(cache), path=path)["cached"] is False
+    assert not cache.exists()                     # a verdict with a crash says nothing lasting about the env: not kept
+    import shutil
+
+    (site / "crasher.py").unlink()
+    shutil.rmtree(site / "crasher-1.0.dist-info")
     first = sweep(site, "--cache", str(cache), path=path)
     assert first["cached"] is False and cache.exists()
     assert sweep(site, "--cache", str(cache), path=path)["cached"] is True
@@ -127,6 +162,8 @@ def test_an_unchanged_env_reuses_the_verdict_and_an_edited_module_is_swept_again
     assert by_module(again["errors"])["good"]["error"] == (
         "AttributeError: module 'pyarrow' has no attribute 'PyExtensionType'")
     assert sweep(site, "--cache", str(cache), "--standin", "fakestand")["cached"] is False   # other arguments
+    (site / "victim.py").write_text((site / "victim.py").read_text())   # same bytes, new mtime (setuptools-scm)
+    assert sweep(site, "--cache", str(cache), "--standin", "fakestand")["cached"] is True
 
 
 def test_the_verdict_parses_into_one_line_per_failure(site):
@@ -141,9 +178,11 @@ def test_the_arguments_come_from_the_manifest_and_the_inventory():
     arguments = sweep_arguments(manifest, ("torch",), "/opt/src/", "/env/verdict.json")
     assert arguments[:2] == ["--standin", "torch"] and arguments[-2:] == ["--cache", "/env/verdict.json"]
     modules = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--job-module"]
-    assert "verl.utils.dataset.rl_dataset=verl" in modules
+    assert "verl.utils.dataset.rl_dataset=verl" in modules          # from the installed verl
     assert "vllm_ascend.worker.worker_v1=vllm_ascend" in modules
-    assert ["--job-path", f"/opt/src/{manifest.source('verl').dir}"] == arguments[arguments.index("--job-path"):][:2]
+    assert f"recipe.dapo.dapo_ray_trainer=verl@/opt/src/{manifest.source('verl').dir}" in modules  # its checkout
+    assert "--deadline" not in arguments
+    assert sweep_arguments(manifest, (), "/opt/src", "/c", deadline=60)[-4:] == ["--deadline", "60", "--cache", "/c"]
     assert import_standins({}) == ()
     with pytest.raises(InventoryError, match="dapo_import_standins must be a list"):
         import_standins({"dapo_import_standins": "torch"})

@@ -8,20 +8,24 @@ order), costs no interpreter start, and a failure, crash or hang is recorded (di
 exception's last line) while the sweep goes on, so one failure cannot hide another.
 
 Which modules: a distribution's top_level.txt, else the top-level names of the files its RECORD lists; a namespace
-package (no __init__.py of its own, e.g. protobuf's `google`) stands for the packages right below it. Names that
-are no importable API are left out by the rule in NOT_API.
+package (no __init__.py of its own, e.g. protobuf's `google`) stands for the shallowest regular packages and modules
+below it. Names that are no importable API are left out by the rule in NOT_API. The current directory is not on
+sys.path (`python -c` puts it first): a stray file there must not stand in for an installed module.
 
-The job's own modules (`--job-module MODULE=DIST`, from the stack manifest's job_imports) are imported the same way,
-with `--job-path DIR` (the checkout the job runs from) in front of sys.path.
+The job's own modules (`--job-module MODULE=DIST[@DIR]`, from the stack manifest's job_imports) are imported the
+same way, DIR (the checkout the job runs from) in front of sys.path for that module.
 
 Stand-ins (`--standin DIST`, from the inventory's dapo_import_standins; empty on real nodes): a distribution named
 there is not imported, and a failure caused by one (a missing name or submodule of a stand-in's module, or raised
 in a stand-in's own files) is recorded as skipped with the stand-in it needs, not as an error.
 
-Re-runs are cheap: `--cache FILE` keeps the verdict with a fingerprint of the environment (the size and
-modification time of every file under its site-packages and editable source roots, __pycache__ aside, listed by
-GNU find); while the
-fingerprint is unchanged the recorded verdict is printed again without importing anything.
+Re-runs are cheap: `--cache FILE` keeps the verdict with a fingerprint of the environment: sys.path, the variables
+that decide what an import loads (ENVIRONMENT), and every importable file (.py, .so, .pth, dist-info) under the
+env's site-packages, the editable checkouts and the job's checkouts, by path, size and mtime (GNU find), and, when
+those changed, by content (sha256, kept in FILE.files and computed again only for files whose size or mtime changed:
+a file rewritten with the same bytes, as setuptools-scm does with vLLM's _version.py at every pip plan, changes
+nothing). While the fingerprint is unchanged the recorded verdict is printed again without importing anything. A
+verdict with a crash, a hang or a passed `--deadline` is not kept.
 """
 
 import hashlib
@@ -34,10 +38,17 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
-SWEEP_VERSION = 1
+SWEEP_VERSION = 2
+# What decides which files an import loads besides sys.path (the CANN environment script sets most of them).
+ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
+               "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH", "ATB_HOME_PATH", "USE_TORCH")
+IMPORTABLE = ("*.py", "*.so", "*.pyd", "*.pth")
+# errors that say nothing about the env (the verdict carrying one is not kept)
+TRANSIENT = ("the importing process died", "the import did not finish", "not imported: the sweep's deadline")
 # Top-level names some wheels ship that are no importable API (a packaging slip, not the package): their imports
 # need test or build tooling the stack does not install.
 NOT_API = {"tests": "a test suite shipped in the wheel", "test": "a test suite shipped in the wheel",
@@ -71,17 +82,24 @@ def _record_modules(files):
 
 
 def _below_namespace(name, inner):
-    """The packages and modules right below a namespace package, from the paths under it."""
-    found = set()
+    """The shallowest regular packages and modules below a namespace package (at any depth: opentelemetry's
+    exporter/prometheus), from the paths under it; private names left out."""
+    candidates = set()
     for rest in inner:
         parts = rest.split("/")
-        if len(parts) == 2 and parts[1] == "__init__.py":
-            found.add(parts[0])
-        elif len(parts) == 1 and parts[0].endswith(".py") and parts[0] != "__init__.py":
-            found.add(parts[0][:-3])
-        elif len(parts) == 1 and EXTENSION.match(parts[0]):
-            found.add(EXTENSION.match(parts[0]).group(1))
-    return ["%s.%s" % (name, sub) for sub in sorted(found)]
+        if parts[-1] == "__init__.py":
+            path = tuple(parts[:-1])
+        elif parts[-1].endswith(".py"):
+            path = tuple(parts[:-1]) + (parts[-1][:-3],)
+        elif EXTENSION.match(parts[-1]):
+            path = tuple(parts[:-1]) + (EXTENSION.match(parts[-1]).group(1),)
+        else:
+            continue
+        if path and all(part.isidentifier() and not part.startswith("_") for part in path):
+            candidates.add(path)
+    regular = {tuple(rest.split("/")[:-1]) for rest in inner if rest.split("/")[-1] == "__init__.py"}
+    shallowest = [path for path in candidates if not any(path[:i] in regular for i in range(1, len(path)))]
+    return ["%s.%s" % (name, ".".join(path)) for path in sorted(shallowest)]
 
 
 def dist_modules(dist):
@@ -108,8 +126,9 @@ def dist_modules(dist):
         elif name in regular or name not in namespaces:
             modules.append(name)
         else:
-            below = [m for m in _below_namespace(name, namespaces[name]) if not m.rsplit(".", 1)[1].startswith("_")]
-            modules.extend(below or [name])
+            modules.extend(_below_namespace(name, namespaces[name]) or [name])
+    if not modules and not left_out and files:
+        left_out["(none)"] = "no importable module in its RECORD or top_level.txt"
     return modules, left_out
 
 
@@ -118,9 +137,16 @@ def _editable_root(dist):
         info = json.loads(dist.read_text("direct_url.json") or "{}")
     except ValueError:
         return None
-    url = info.get("url") or ""
+    return _file_url_path(info) if isinstance(info, dict) else None
+
+
+def _file_url_path(info):
+    """The directory of an editable install's direct_url.json (a file:// URL, percent-decoded)."""
+    from urllib.parse import unquote, urlparse
+
+    url = str(info.get("url") or "")
     if (info.get("dir_info") or {}).get("editable") and url.startswith("file://"):
-        return url[len("file://"):]
+        return unquote(urlparse(url).path)
     return None
 
 
@@ -132,7 +158,7 @@ def installed():
     return found
 
 
-def _roots():
+def _roots(extra=()):
     """The directories the env's distributions are installed in (the sys.path entries holding *.dist-info), and
     the source roots of its editable installs (their direct_url.json)."""
     sites, editable = [], set()
@@ -150,28 +176,36 @@ def _roots():
                     data = json.load(fh)
             except (OSError, ValueError):
                 continue
-            if not isinstance(data, dict):
-                continue
-            url = str(data.get("url") or "")
-            if (data.get("dir_info") or {}).get("editable") and url.startswith("file://") and \
-                    os.path.isdir(url[len("file://"):]):
-                editable.add(url[len("file://"):])
-    return sorted(set(sites) | editable)
+            root = _file_url_path(data) if isinstance(data, dict) else None
+            if root and os.path.isdir(root):
+                editable.add(root)
+    return sorted(set(sites) | editable | {d for d in extra if os.path.isdir(d)})
+
+
+def _importable(name):
+    return name.endswith((".py", ".so", ".pyd", ".pth"))
 
 
 def _listing_by_find(roots):
-    """Every file's path, size and mtime under the roots (GNU find, a C walk: ~30k files in a few tens of ms)."""
-    command = ["find", *roots, "(", "-name", "__pycache__", "-o", "-name", ".git", ")", "-prune", "-o",
-               "!", "-type", "d", "-printf", "%p\t%s\t%T@\t%y\n"]
+    """(path, size, mtime) of every importable file under the roots: GNU find, a C walk (~30k files in a few tens of
+    ms); a file in a *.dist-info directory counts too (RECORD, METADATA, top_level.txt, entry points)."""
+    names = []
+    for pattern in IMPORTABLE:
+        names += ["-name", pattern, "-o"]
+    command = ["find", "-H", *roots, "(", "-name", "__pycache__", "-o", "-name", ".git", ")", "-prune", "-o",
+               "!", "-type", "d", "(", *names, "-path", "*.dist-info/*", ")", "-printf", "%p\t%s\t%T@\n"]
     try:
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return result.stdout if result.returncode == 0 else None
+    if result.returncode != 0:
+        return None
+    return sorted(tuple(line.split("\t")) for line in result.stdout.decode("utf-8", "surrogateescape").splitlines()
+                  if line.count("\t") == 2)
 
 
 def _listing_by_walk(roots):
-    lines = []
+    found = []
     for root in roots:
         stack = [root]
         while stack:
@@ -181,37 +215,64 @@ def _listing_by_walk(roots):
             except OSError:
                 continue
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and entry.name in ("__pycache__", ".git"):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in ("__pycache__", ".git"):
+                        stack.append(entry.path)
+                    continue
+                if not (_importable(entry.name) or ".dist-info/" in entry.path):
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    lines.append("%s\t%d\t%d" % (entry.path, st.st_size, st.st_mtime_ns))
-    return "\n".join(sorted(lines)).encode()
+                found.append((entry.path, str(st.st_size), "%d" % st.st_mtime_ns))
+    return sorted(found)
 
 
-def fingerprint(arguments):
-    """A digest of the path, size and mtime of every file under the env's site-packages and its editable installs'
-    source roots (__pycache__ and .git aside), and of the sweep's own arguments: an installed, removed, replaced or
-    edited module changes it. Directories are left out: an import that byte-compiles a module makes its
-    __pycache__ and so changes the directory's mtime, not what is installed."""
-    roots = _roots()
-    listing = _listing_by_find(roots)
-    method = "find"
-    if listing is None:
-        listing, method = _listing_by_walk(roots), "walk"
-    digest = hashlib.sha256(json.dumps([SWEEP_VERSION, sys.version, arguments, roots, method]).encode())
-    digest.update(listing)
+def _sha256(path):
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        return "unreadable: %s" % exc.strerror
     return digest.hexdigest()
+
+
+class Fingerprint:
+    """The env's fingerprint in two parts: `listing` (paths, sizes, mtimes: cheap) and, computed only when the
+    listing differs from the kept one, `content` (paths, sizes, sha256 of each file)."""
+
+    def __init__(self, arguments, extra_roots=()):
+        self.roots = _roots(extra_roots)
+        entries = _listing_by_find(self.roots)
+        method = "find"
+        if entries is None:
+            entries, method = _listing_by_walk(self.roots), "walk"
+        self.entries = entries
+        environment = {name: os.environ.get(name) for name in ENVIRONMENT}
+        self.head = json.dumps([SWEEP_VERSION, sys.version, arguments, sys.path, environment, self.roots, method])
+        digest = hashlib.sha256(self.head.encode())
+        for entry in entries:
+            digest.update(("\0".join(entry) + "\n").encode("utf-8", "surrogateescape"))
+        self.listing = digest.hexdigest()
+
+    def content(self, known):
+        """The content digest and the files map {path: [size, mtime, sha256]}; `known` is the kept map, whose hash is
+        reused for a file whose size and mtime did not change."""
+        files, digest = {}, hashlib.sha256(self.head.encode())
+        for path, size, mtime in self.entries:
+            old = known.get(path)
+            sha = old[2] if isinstance(old, list) and len(old) == 3 and old[:2] == [size, mtime] else _sha256(path)
+            files[path] = [size, mtime, sha]
+            digest.update(("%s\0%s\0%s\n" % (path, size, sha)).encode("utf-8", "surrogateescape"))
+        return digest.hexdigest(), files
 
 
 class Blame:
     """Which stand-in, if any, a failed import needs: a missing name or submodule of a stand-in's module, or an
-    exception raised in a stand-in's own files, anywhere in the exception's chain."""
+    exception raised in a stand-in's own files (its innermost frame), anywhere in the exception's chain."""
 
     def __init__(self, modules, directories):
         self.modules = modules                                  # top-level module -> stand-in distribution
@@ -232,83 +293,138 @@ class Blame:
             obj = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
             if isinstance(obj, type(sys)) and self._module(obj.__name__):
                 return self._module(obj.__name__)
-            for frame in traceback.extract_tb(exc.__traceback__):
-                if self._file(frame.filename):
-                    return self._file(frame.filename)
+            frames = traceback.extract_tb(exc.__traceback__)
+            if frames and self._file(frames[-1].filename):        # raised in a stand-in's own files
+                return self._file(frames[-1].filename)
             exc = exc.__cause__ or exc.__context__
         return None
 
 
-def _import_in_child(module, paths, blame, write_fd):
-    """In a forked child: import one module, write the result to write_fd, exit. The parent holds only the standard
-    library, so each import starts as in a fresh interpreter, and nothing one import does reaches another."""
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    sys.path[:0] = paths
+def _describe(exc, blame):
+    try:
+        last = (str(exc).strip().splitlines() or [""])[-1][:500]
+    except Exception:  # an exception whose __str__ fails still names its type
+        last = ""
+    try:
+        needs = blame(exc)
+    except Exception:
+        needs = None
+    return {"ok": False, "error": "%s: %s" % (type(exc).__name__, last) if last else type(exc).__name__,
+            "needs": needs}
+
+
+def _import_in_child(module, paths, blame, write_fd, timeout):
+    """In a forked child: import one module, write the result (one JSON line) to write_fd, exit at once, whatever
+    happens (no atexit handler of the imported module runs). The parent holds only the standard library, so each
+    import starts as in a fresh interpreter, and nothing one import does reaches another. The child leads its own
+    process group (what the import starts goes with it) and cannot outlive its time (an alarm)."""
     # bound before the import: a module may replace what the report is written with (json.dumps, os.write)
     dumps, write, exit_now, clock = json.dumps, os.write, os._exit, time.monotonic
-    started = clock()
     try:
-        importlib.import_module(module)
-        result = {"ok": True}
-    except BaseException as exc:  # every failure is the verdict, SystemExit and KeyboardInterrupt included
-        last = (str(exc).strip().splitlines() or [""])[-1]
-        result = {"ok": False, "error": "%s: %s" % (type(exc).__name__, last) if last else type(exc).__name__,
-                  "needs": blame(exc)}
-    result["seconds"] = round(clock() - started, 3)
-    write(write_fd, dumps(result).encode())
-    exit_now(0)
+        os.setpgid(0, 0)
+        signal.alarm(int(timeout) + 5)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        sys.path[:0] = paths
+        started = clock()
+        try:
+            importlib.import_module(module)
+            result = {"ok": True}
+        except BaseException as exc:  # every failure is the verdict, SystemExit and KeyboardInterrupt included
+            result = _describe(exc, blame)
+        result["seconds"] = round(clock() - started, 3)
+        payload = (dumps(result) + "\n").encode()
+        while payload:
+            payload = payload[write(write_fd, payload):]
+    finally:
+        exit_now(0)
 
 
-def run_imports(jobs, blame, workers, timeout):
+def _end(pid):
+    """Kill what is left of a child's process group and reap the child, without blocking on one that does not die
+    (a process stuck in the kernel): the init process reaps it later."""
+    for kill in (os.killpg, os.kill):      # the group; the child itself, had it not yet led a group of its own
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for _ in range(50):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        time.sleep(0.02)
+    return None
+
+
+def run_imports(jobs, blame, workers, timeout, deadline=None):
     """jobs: [(key, module, extra sys.path entries)] -> {key: result}, at most `workers` imports at a time, each in
-    its own forked child."""
+    its own forked child. Past `deadline` (time.monotonic()), what has not been imported is recorded as such."""
     pending, running, results = list(jobs), {}, {}
     selector = selectors.DefaultSelector()
+
+    def finish(read_fd):
+        key, module, pid, _, chunks = running.pop(read_fd)
+        selector.unregister(read_fd)
+        os.close(read_fd)
+        status = _end(pid)
+        try:
+            results[key] = json.loads(b"".join(chunks))
+        except ValueError:
+            how = ("signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status) else
+                   "exit code %d" % os.WEXITSTATUS(status)) if status is not None else "no exit status"
+            results[key] = {"ok": False, "needs": None, "error": "the importing process died (%s)" % how}
+
     while pending or running:
+        if deadline is not None and time.monotonic() > deadline:
+            for read_fd in list(running):
+                key = running[read_fd][0]
+                finish(read_fd)
+                results[key] = {"ok": False, "needs": None, "error": "not imported: the sweep's deadline passed"}
+            for key, _, _ in pending:
+                results[key] = {"ok": False, "needs": None, "error": "not imported: the sweep's deadline passed"}
+            break
         while pending and len(running) < workers:
             key, module, paths = pending.pop(0)
             read_fd, write_fd = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(read_fd)
-                _import_in_child(module, paths, blame, write_fd)
+                _import_in_child(module, paths, blame, write_fd, timeout)
             os.close(write_fd)
             running[read_fd] = (key, module, pid, time.monotonic(), [])
             selector.register(read_fd, selectors.EVENT_READ)
-        for event, _ in selector.select(timeout=1.0):
+        for event, _ in selector.select(timeout=0.5):
             read_fd = event.fd
-            key, module, pid, started, chunks = running[read_fd]
             chunk = os.read(read_fd, 65536)
-            if chunk:
-                chunks.append(chunk)
-                continue
-            selector.unregister(read_fd)
-            os.close(read_fd)
-            del running[read_fd]
-            _, status = os.waitpid(pid, 0)
-            try:
-                results[key] = json.loads(b"".join(chunks))
-            except ValueError:
-                how = "signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
-                    "exit code %d" % os.WEXITSTATUS(status)
-                results[key] = {"ok": False, "needs": None, "error": "the importing process died (%s)" % how}
+            running[read_fd][4].append(chunk)
+            # done at the end of the result line, or at EOF (a helper the import started may keep the pipe open)
+            if not chunk or chunk.endswith(b"\n"):
+                finish(read_fd)
         now = time.monotonic()
-        for read_fd, (key, module, pid, started, _) in list(running.items()):
+        for read_fd, (key, _, _, started, _) in list(running.items()):
             if now - started > timeout:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                selector.unregister(read_fd)
-                os.close(read_fd)
-                del running[read_fd]
+                finish(read_fd)
                 results[key] = {"ok": False, "needs": None, "error": "the import did not finish in %ds" % timeout}
     return results
 
 
+def job_modules(args):
+    """[(module, distribution, checkout or None)] from `--job-module MODULE=DIST[@DIR]`."""
+    out = []
+    for item in args["job_module"]:
+        module, _, rest = item.partition("=")
+        source, _, path = rest.partition("@")
+        out.append((module, source, path or None))
+    return out
+
+
 def parse_args(argv):
-    args = {"standin": [], "job_module": [], "job_path": [], "cache": None, "workers": None, "timeout": 180}
+    args = {"standin": [], "job_module": [], "cache": None, "workers": None, "timeout": 180, "deadline": None}
     i = 0
     while i < len(argv):
         key = argv[i].lstrip("-").replace("-", "_")
@@ -319,6 +435,12 @@ def parse_args(argv):
         else:
             args[key] = argv[i + 1]
         i += 2
+    for key in ("workers", "timeout", "deadline"):
+        try:
+            if args[key] is not None and float(args[key]) <= 0:
+                raise ValueError
+        except ValueError:
+            raise SystemExit("import_sweep: --%s must be a positive number (found %r)" % (key, args[key]))
     return args
 
 
@@ -342,15 +464,15 @@ def sweep(args, dists):
                 candidates = [os.path.join(root, top)] if root else []
                 candidates.append(str(dists[name].locate_file(top)))
                 standin_dirs += [(c, name) for c in candidates if os.path.isdir(c)]
-    for item in args["job_module"]:
-        module, _, source = item.partition("=")
+    for module, source, path in job_modules(args):
         dist = normalize(source) if source else owner.get(module.split(".")[0], "?")
         if dist in standins:
             skipped.append({"dist": dist, "module": module, "why": "stand-in", "job": True})
         else:
-            jobs.append(((dist, module, True), module, args["job_path"]))
+            jobs.append(((dist, module, True), module, [path] if path else []))
     workers = int(args["workers"] or max(1, min(4, os.cpu_count() or 1)))
-    results = run_imports(jobs, Blame(standin_modules, standin_dirs), workers, int(args["timeout"]))
+    deadline = time.monotonic() + float(args["deadline"]) if args["deadline"] else None
+    results = run_imports(jobs, Blame(standin_modules, standin_dirs), workers, float(args["timeout"]), deadline)
     errors, imported, timings = [], 0, {}
     for (dist, module, job), result in ((key, results[key]) for key, _, _ in jobs):
         timings[dist] = round(timings.get(dist, 0.0) + result.get("seconds", 0.0), 3)
@@ -368,35 +490,72 @@ def sweep(args, dists):
             "slowest": sorted(timings.items(), key=lambda kv: -kv[1])[:5]}
 
 
+def _load(path, default):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return default
+
+
+def _save(path, data):
+    """Write-and-rename through a private temporary name (verify and an audit may sweep at once)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".import-sweep-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _reusable(verdict):
+    return not any(str(e.get("error", "")).startswith(TRANSIENT) for e in verdict.get("errors") or [])
+
+
 def main(argv):
     start = time.monotonic()
+    if sys.path and sys.path[0] == "":     # `python -c`: the current directory is no place to import from
+        del sys.path[0]
     args = parse_args(argv)
-    key = {k: args[k] for k in ("standin", "job_module", "job_path")}
+    key = {k: args[k] for k in ("standin", "job_module")}
+    cache = args["cache"]
     print_ = sys.stdout.write
-    mark = fingerprint(key) if args["cache"] else None
-    if mark:
-        try:
-            with open(args["cache"]) as fh:
-                cached = json.load(fh)
-            if cached.get("fingerprint") == mark and cached.get("sweep") == SWEEP_VERSION:
-                cached.update(cached=True, seconds=round(time.monotonic() - start, 3))
-                print_(json.dumps(cached) + "\n")
-                return 0
-        except (OSError, ValueError, AttributeError):
-            pass
-    verdict = {"sweep": SWEEP_VERSION, "fingerprint": mark, "python": "%d.%d.%d" % sys.version_info[:3]}
+    mark = Fingerprint(key, [path for _, _, path in job_modules(args) if path]) if cache else None
+    kept = _load(cache, {}) if cache else {}
+    if not isinstance(kept, dict) or kept.get("sweep") != SWEEP_VERSION or not isinstance(kept.get("verdict"), dict):
+        kept = {}
+    content = files = None
+    if mark is not None and kept and kept.get("listing") != mark.listing:
+        content, files = mark.content(_load(cache + ".files", {}) if kept else {})
+    if mark is not None and kept and (kept.get("listing") == mark.listing or kept.get("content") == content):
+        if files is not None:              # the same content under new mtimes: keep them, so the next check is cheap
+            try:
+                _save(cache + ".files", files)
+                _save(cache, dict(kept, listing=mark.listing))
+            except OSError:
+                pass
+        verdict = dict(kept["verdict"], cached=True, seconds=round(time.monotonic() - start, 3))
+        print_(json.dumps(verdict) + "\n")
+        return 0
+    verdict = {"sweep": SWEEP_VERSION, "python": "%d.%d.%d" % sys.version_info[:3]}
     verdict.update(sweep(args, installed()))
     verdict["swept_seconds"] = round(time.monotonic() - start, 3)
-    if args["cache"]:
-        tmp = args["cache"] + ".tmp"
+    if mark is not None and _reusable(verdict):
+        if files is None:
+            content, files = mark.content(_load(cache + ".files", {}))
         try:
-            with open(tmp, "w") as fh:
-                json.dump(verdict, fh)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, args["cache"])
+            _save(cache + ".files", files)
+            _save(cache, {"sweep": SWEEP_VERSION, "listing": mark.listing, "content": content, "verdict": verdict})
         except OSError as exc:
             verdict["cache_error"] = str(exc)
-    verdict.update(cached=False, seconds=verdict["swept_seconds"])
+    verdict.update(cached=False, seconds=round(time.monotonic() - start, 3))
     print_(json.dumps(verdict) + "\n")
     return 0
 
