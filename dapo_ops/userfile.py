@@ -19,9 +19,12 @@ The number rule: an unquoted scalar that any YAML reader (1.1 or 1.2) would take
 if no written digit is lost, that is, it is a plain decimal integer (`-1`, `4096`; no leading zero, no `_`) or a
 decimal float whose value is exactly the decimal written (no rounding, no overflow to inf, no underflow to 0)
 and with no trailing zero after the point except a lone `.0` (`0.8`, `1.0`, `1e-6`, `.inf`). Any other
-number-like scalar (`2024.10`, `0.50`, `1_000`, `0o17`, `0x1F`, `010`, `1e400`, `12:30`) is refused, naming what
-it would have been read as: quote it to keep the text (`experiment_name: "2024.10"`), or write the number plainly.
-Number-like scalars over MAX_NUMBER_CHARS (100) characters are refused too.
+number-like scalar (`2024.10`, `0.50`, `1_000`, `0o17`, `0x1F`, `010`, `1e400`, `12:30`) is read as a NumberText
+(its text, its position, what it would have been read as): whoever reads the document knows the field's type and
+decides. A float field takes a NumberText that every YAML reader reads as the same finite float (`0.90`, `5e-7`,
+`1.0e-6`, `2024.10`: `as_float`); a text or integer field refuses it with `problem`, naming what it would have
+been read as (quote it to keep the text: `experiment_name: "2024.10"`, or write the number plainly).
+Number-like scalars over MAX_NUMBER_CHARS (100) characters are refused at once.
 
 JSON (load_json, parse_json): the same size limit and UTF-8 rule, duplicate keys and nesting past MAX_DEPTH refused.
 """
@@ -33,6 +36,7 @@ import math
 import os
 import re
 import stat
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,37 @@ _CORE_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
 _CORE_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 _YAML11 = yaml.resolver.Resolver()
 _YAML11_NUMBERS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+@dataclass(frozen=True)
+class NumberText:
+    """A plain scalar that looks like a number whose text a number would not keep (`0.90`, `2024.10`, `010`)."""
+
+    text: str
+    line: int        # 1-based, where the scalar starts
+    column: int
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def problem(self) -> str:
+        """Why it is not a text or an integer as written."""
+        return _not_as_written(self.text)
+
+    def as_float(self) -> float | None:
+        """The float every YAML reader makes of it (1.2's core schema, and 1.1's where 1.1 reads a number), finite
+        and not underflown to zero; None when readers differ (`010`: 8 or 10) or 1.2 reads no float (`1_000`)."""
+        if not _CORE_FLOAT.fullmatch(self.text):
+            return None
+        value = float(self.text)
+        yaml11 = _as_yaml11(self.text)
+        underflown = value == 0 and re.search(r"[1-9]", re.split(r"[eE]", self.text)[0]) is not None
+        if not math.isfinite(value) or underflown:
+            return None
+        if yaml11 is not None and float(yaml11) != value:
+            return None
+        return value
 
 
 class UserFileError(UsageError):
@@ -168,9 +203,12 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
     def construct_number(self, node):
+        if len(node.value) > MAX_NUMBER_CHARS:
+            raise _refuse(f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS}): quote it if it "
+                          "is text", node.start_mark)
         value, problem = read_number(node.value)
         if problem:
-            raise _refuse(problem, node.start_mark)
+            return NumberText(node.value, node.start_mark.line + 1, node.start_mark.column + 1)
         return value
 
 
@@ -204,9 +242,13 @@ def read_number(text: str) -> tuple[Any, str | None]:
         return float(text.replace(".", "")), None
     if _FLOAT.fullmatch(text) and _exact_float(text):
         return float(text), None
+    return None, _not_as_written(text)
+
+
+def _not_as_written(text: str) -> str:
     readings = " or ".join(dict.fromkeys(repr(v) for v in (_as_yaml11(text), _as_yaml12(text)) if v is not None))
-    return None, (f"{text} would be read as the number {readings or '?'}, not as written: quote it (\"{text}\") "
-                  f"to keep the text, or write the number plainly")
+    return (f"{text} would be read as the number {readings or '?'}, not as written: quote it (\"{text}\") "
+            f"to keep the text, or write the number plainly")
 
 
 def _exact_float(text: str) -> bool:

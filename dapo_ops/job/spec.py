@@ -11,10 +11,20 @@ from typing import Any
 
 from dapo_ops.errors import UsageError
 from dapo_ops.job import strings
+from dapo_ops.userfile import NumberText
 
 
 class SpecError(UsageError):
-    """The job spec is invalid; the message names the field and the fix."""
+    """The job spec is invalid; the message names the field and the fix (and `at`, the line and column in the file,
+    where the problem is a value as written)."""
+
+    def __init__(self, message: str, at: tuple[int, int] | None = None):
+        super().__init__(message)
+        self.at = at
+
+
+def _as_written(value: NumberText, where: str) -> SpecError:
+    return SpecError(f"{where}: {value.problem}", (value.line, value.column))
 
 
 @dataclass(frozen=True)
@@ -174,18 +184,28 @@ def _bool(value: Any, where: str) -> bool:
 
 
 def _int(value: Any, where: str) -> int:
+    if isinstance(value, NumberText):
+        raise _as_written(value, where)
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(f"{where}: expected a whole number, got {value!r}")
     return value
 
 
 def _float(value: Any, where: str) -> float:
+    """Any float as YAML writes it (`0.90`, `5e-7`, `1.0e-6`): a text kept as written matters only for text."""
+    if isinstance(value, NumberText):
+        number = value.as_float()
+        if number is None:
+            raise _as_written(value, where)
+        return number
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{where}: expected a number, got {value!r}")
     return float(value)
 
 
 def _str(value: Any, where: str) -> str:
+    if isinstance(value, NumberText):
+        raise _as_written(value, where)
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise SpecError(f"{where}: expected a string, got {value!r}")
     problem = strings.text_problem(str(value))
@@ -303,4 +323,9 @@ def load_spec(path: Path | str) -> JobSpec:
         data = load_yaml(path, what="job spec")
     except UserFileError as exc:
         raise SpecError(str(exc)) from None
-    return parse_spec(data)
+    try:
+        return parse_spec(data)
+    except SpecError as exc:
+        if exc.at is None:
+            raise
+        raise SpecError(f"job spec {path}:{exc.at[0]}:{exc.at[1]}: {exc}") from None

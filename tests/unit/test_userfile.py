@@ -2,6 +2,7 @@
 booleans without silently lost digits; every refusal one line `what path:line:col: problem`, exit code 2."""
 
 import math
+import re
 import time
 from pathlib import Path
 
@@ -9,10 +10,10 @@ import pytest
 import yaml
 
 from dapo_ops.errors import UsageError
-from dapo_ops.job.spec import load_spec, parse_spec
+from dapo_ops.job.spec import SpecError, load_spec, parse_spec
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.userfile import (MAX_DEPTH, MAX_YAML_BYTES, UserFileError, load_json, load_yaml, parse_json,
-                               parse_yaml)
+from dapo_ops.userfile import (MAX_DEPTH, MAX_YAML_BYTES, NumberText, UserFileError, load_json, load_yaml,
+                               parse_json, parse_yaml)
 from tests.cli_runner import run_cli
 
 SEED = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
@@ -86,11 +87,42 @@ def test_yaml_12_numbers_are_floats():
 @pytest.mark.parametrize("written, read_as", [("2024.10", "2024.1"), ("0.50", "0.5"), ("1_000", "1000"),
                                               ("0o17", "15"), ("0x1F", "31"), ("010", "8 or 10"), ("1e400", "inf"),
                                               ("1e-400", "0.0"), ("12:30", "750"), ("0.10000000000000000001", "0.1")])
-def test_numbers_that_lose_written_digits_are_refused_with_a_quote_hint(written, read_as):
-    message = refused(f"trainer:\n  experiment_name: {written}\n")
-    assert message == (f'job spec job.yaml:2:20: {written} would be read as the number {read_as}, not as written: '
-                       f'quote it ("{written}") to keep the text, or write the number plainly')
+def test_numbers_that_lose_written_digits_are_refused_in_a_text_field_with_a_quote_hint(tmp_path, written, read_as):
+    job = tmp_path / "job.yaml"
+    job.write_text(seed_with("experiment_name: qwen3-30b-a3b-dapo", f"experiment_name: {written}"))
+    line = 1 + SEED.read_text().split("experiment_name:")[0].count("\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(job)
+    assert str(caught.value) == (
+        f'job spec {job}:{line}:20: trainer.experiment_name: {written} would be read as the number {read_as}, not as '
+        f'written: quote it ("{written}") to keep the text, or write the number plainly')
     assert parse_yaml(f'experiment_name: "{written}"', "x") == {"experiment_name": written}
+    assert parse_yaml(f"experiment_name: {written}", "x")["experiment_name"] == NumberText(written, 1, 18)
+
+
+@pytest.mark.parametrize("written, value", [("0.90", 0.9), ("5e-7", 5e-7), ("1.0e-6", 1e-6), ("2024.10", 2024.1),
+                                            ("1.00", 1.0), ("0.10000000000000000001", 0.1), ("07.5", 7.5)])
+def test_a_float_field_takes_any_float_as_written(written, value):
+    spec = parse_spec(parse_yaml(seed_with("gpu_memory_utilization: 0.8", f"gpu_memory_utilization: {written}"),
+                                 "job.yaml", "job spec"))
+    assert spec.rollout.gpu_memory_utilization == value
+
+
+@pytest.mark.parametrize("written", ["010", "1_000", "0x1F", "1e400", "1e-400", "12:30"])
+def test_a_float_field_refuses_what_readers_read_differently_or_out_of_range(written):
+    with pytest.raises(SpecError, match=rf"^rollout\.gpu_memory_utilization: {written} would be read as the number"):
+        parse_spec(parse_yaml(seed_with("gpu_memory_utilization: 0.8", f"gpu_memory_utilization: {written}"),
+                              "job.yaml", "job spec"))
+
+
+@pytest.mark.parametrize("field, old, written", [("rollout.max_num_seqs", "max_num_seqs: 128", "0128"),
+                                                 ("data.max_prompt_length", "max_prompt_length: 2048", "2_048"),
+                                                 ("env.extra.FOO", "hccl_exec_timeout: 3600",
+                                                  "hccl_exec_timeout: 3600\n  extra: {FOO: 0.50}")])
+def test_an_integer_or_text_field_refuses_a_number_not_as_written(field, old, written):
+    text = seed_with(old, written if "\n" in written else f"{old.split(':')[0]}: {written}")
+    with pytest.raises(SpecError, match=rf"^{re.escape(field)}: "):
+        parse_spec(parse_yaml(text, "job.yaml", "job spec"))
 
 
 def test_only_true_and_false_are_booleans():
@@ -151,7 +183,7 @@ CLI_CASES = [
     ("2 MiB", lambda: seed_with("name:", "#" + "x" * (2 << 20) + "\nname:"), "bytes, over the 1 MiB limit"),
     ("duplicate key", lambda: seed_with("  nodes: 2\n", "  nodes: 2\n  nodes: 1\n"), "duplicate key 'nodes'"),
     ("2024.10", lambda: seed_with("experiment_name: qwen3-30b-a3b-dapo", "experiment_name: 2024.10"),
-     "2024.10 would be read as the number 2024.1"),
+     "trainer.experiment_name: 2024.10 would be read as the number 2024.1"),
     ("multi-line YAML error", lambda: seed_with("  nodes: 2\n", "  nodes: 2\n nodes: 1\n"),
      ":32:2: expected <block end>"),
     ("tab", lambda: seed_with("  nodes: 2\n", "  nodes:\t\t2\n\tx: 1\n"), "found character '\\t'"),
@@ -178,9 +210,11 @@ def test_validate_refuses_with_one_line_and_exit_2(tmp_path, label, content, mes
 def test_validate_reads_verl_style_numbers_and_quoted_names(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(seed_with("  grad_clip: 1.0\n", "  grad_clip: 1.0\n  lr: 1e-6\n  weight_decay: 1E-1\n")
+                   .replace("gpu_memory_utilization: 0.8", "gpu_memory_utilization: 0.90")
                    .replace("experiment_name: qwen3-30b-a3b-dapo", 'experiment_name: "2024.10"'))
     spec = load_spec(job)
     assert spec.algorithm.lr == 1e-06 and spec.algorithm.weight_decay == 0.1
+    assert spec.rollout.gpu_memory_utilization == 0.9
     assert spec.trainer.experiment_name == "2024.10"
     result = run_cli("validate", job, "-i", INVENTORY)
     assert result.returncode == 0, result.stderr
