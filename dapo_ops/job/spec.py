@@ -157,7 +157,9 @@ class NpuEnv:
     pytorch_npu_alloc_conf: str | None = None  # unset: expandable_segments:True breaks vLLM's sleep mode
     vllm_use_v1: int = 1
     vllm_ascend_enable_nz: int = 0
-    ray_noset_ascend_rt_visible_devices: int = 1
+    # true exports RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1, false unsets it: Ray and verl read any non-empty
+    # value, 0 included, as set (Ray `_private/accelerators/npu.py`, verl v0.7.0 `verl/utils/ray_utils.py:26-46`)
+    ray_noset_ascend_rt_visible_devices: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -279,6 +279,20 @@ def test_no_secret_is_rendered(tmp_path, monkeypatch):
     assert refused.returncode == 2 and "WANDB_API_KEY is not set" in refused.stderr
 
 
+def test_noset_is_a_boolean_true_exports_one_and_false_leaves_ray_to_set_the_devices(tmp_path):
+    # Ray (`_private/accelerators/npu.py`) and verl (`verl/utils/ray_utils.py`) read any non-empty value as set
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(mutate("env.ray_noset_ascend_rt_visible_devices", False)(seed())))
+    assert cli("render", str(job), "-i", str(INVENTORY), "-o", str(tmp_path / "off")).returncode == 0
+    env_sh = (tmp_path / "off/nodes/a2-node01/env.sh").read_text()
+    assert "export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES" not in env_sh
+    assert "\nunset RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES\n" in env_sh
+    on = (GOLDEN / "nodes/a2-node01/env.sh").read_text()
+    assert "\nexport RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1\n" in on
+    with pytest.raises(SpecError, match=r"env.ray_noset_ascend_rt_visible_devices: expected true or false, got 0"):
+        parse_spec(mutate("env.ray_noset_ascend_rt_visible_devices", 0)(seed()))
+
+
 def test_a_rendered_script_that_does_not_parse_is_refused_before_anything_is_written():
     from dapo_ops.job.render import RenderError, prove_scripts
 
