@@ -10,6 +10,15 @@
   vllm_ascend/device_allocator/camem.py asserts it is absent ("Expandable segments are not compatible with memory
   pool") when the worker builds its CaMemAllocator (vllm_ascend/worker/worker_v1.py, with enable_sleep_mode), and
   verl turns sleep mode on by default (v0.7.0 verl/workers/config/rollout.py: `enable_sleep_mode: bool = True`).
+- VLLM_ASCEND_ENABLE_NZ with sleep mode: vllm-ascend v0.11.0rc1 vllm_ascend/worker/worker_v1.py `wake_up` raises
+  "FRACTAL_NZ mode is enabled. ... Please set VLLM_ASCEND_ENABLE_NZ=0." (its own default, vllm_ascend/envs.py, is 1;
+  the render always exports the spec's value, 0 by default).
+- HCCL_CONNECT_TIMEOUT is an integer in [120, 7200] s and HCCL_EXEC_TIMEOUT in [0, 2147483647] s on Atlas A2 (0: no
+  timeout): CANN 8.3.RC1 environment variable reference, hiascend canncommercial/83RC1 maintenref/envvar
+  envref_07_0149 (HCCL_CONNECT_TIMEOUT) and the HCCL_EXEC_TIMEOUT page beside it.
+- A rollout quantization: verl v0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py accepts only fp8 and
+  torchao, and vllm-ascend v0.11.0rc1 vllm_ascend/platform.py lists only "ascend" (`supported_quantization`), which
+  vLLM's `verify_quantization` (vllm/platforms/interface.py) enforces: no value works with both.
 """
 
 from __future__ import annotations
@@ -19,9 +28,18 @@ from dapo_ops.job.spec import JobSpec
 GRAPH_MODE_TASK_QUEUE = 1
 EAGER_TASK_QUEUE = 2
 EXPANDABLE_SEGMENTS = "expandable_segments:True"
-# Set only through their own spec fields: an env.extra copy would bypass the checks below.
-OWN_FIELDS = {"TASK_QUEUE_ENABLE": "env.task_queue_enable", "PYTORCH_NPU_ALLOC_CONF": "env.pytorch_npu_alloc_conf"}
+# Set only through their own spec fields: an env.extra copy would bypass the checks below (and env.sh exports
+# env.extra last, so it would win).
+OWN_FIELDS = {"TASK_QUEUE_ENABLE": "env.task_queue_enable", "PYTORCH_NPU_ALLOC_CONF": "env.pytorch_npu_alloc_conf",
+              "HCCL_CONNECT_TIMEOUT": "env.hccl_connect_timeout", "HCCL_EXEC_TIMEOUT": "env.hccl_exec_timeout",
+              "VLLM_ASCEND_ENABLE_NZ": "env.vllm_ascend_enable_nz", "VLLM_USE_V1": "env.vllm_use_v1",
+              "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "env.ray_noset_ascend_rt_visible_devices"}
 ROLLOUT = "actor_rollout_ref.rollout"
+CANN_ENV_PAGE = "CANN 8.3.RC1 environment variables (hiascend canncommercial/83RC1, maintenref/envvar)"
+HCCL_TIMEOUT_RANGES = {"hccl_connect_timeout": ("HCCL_CONNECT_TIMEOUT", 120, 7200),
+                       "hccl_exec_timeout": ("HCCL_EXEC_TIMEOUT", 0, 2147483647)}
+VERL_ROLLOUT_QUANTIZATION = ("fp8", "torchao")      # verl vllm_async_server.py _SUPPORTED_QUANTIZATION
+VLLM_ASCEND_QUANTIZATION = ("ascend",)               # vllm_ascend/platform.py NPUPlatform.supported_quantization
 
 
 def task_queue_enable(spec: JobSpec) -> int:
@@ -63,4 +81,17 @@ def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
         problems.append(f"env.pytorch_npu_alloc_conf {alloc!r}: vllm-ascend's sleep mode (on by default in verl) "
                         "asserts 'Expandable segments are not compatible with memory pool': remove "
                         "expandable_segments:True")
+    if name == "vllm" and sleep and spec.env.vllm_ascend_enable_nz:
+        problems.append(f"env.vllm_ascend_enable_nz is {spec.env.vllm_ascend_enable_nz} while the vLLM rollout uses "
+                        "sleep mode (on by default in verl): vllm-ascend's wake_up raises 'FRACTAL_NZ mode is "
+                        "enabled ... Please set VLLM_ASCEND_ENABLE_NZ=0' at the first weight sync: set it to 0")
+    for field, (variable, low, high) in HCCL_TIMEOUT_RANGES.items():
+        value = getattr(spec.env, field)
+        if not low <= value <= high:
+            problems.append(f"env.{field}: {value} is outside {variable}'s range [{low}, {high}] s ({CANN_ENV_PAGE})")
+    quantization = _rollout_value(composed, "quantization", None)
+    if name == "vllm" and quantization is not None:
+        problems.append(f"{ROLLOUT}.quantization {quantization!r} cannot work on the NPUs: verl's vLLM rollout takes "
+                        f"only {' or '.join(VERL_ROLLOUT_QUANTIZATION)} (vllm_async_server.py) and vllm-ascend only "
+                        f"{' or '.join(VLLM_ASCEND_QUANTIZATION)} (platform.py); remove the override")
     return problems

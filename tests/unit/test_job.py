@@ -102,6 +102,16 @@ BROKEN = [
     ("token budget below one sequence", mutate("actor.max_token_len_per_npu", 1024), "cannot hold one"),
     ("hostile env name", mutate("env.extra", {"X;touch /tmp/pwned": "1"}), "not an environment variable name"),
     ("boolean as string", mutate("actor.param_offload", "yes"), "actor.param_offload: expected true or false"),
+    ("NZ with vLLM sleep mode", mutate("env.vllm_ascend_enable_nz", 1), "Please set VLLM_ASCEND_ENABLE_NZ=0"),
+    ("HCCL connect timeout below CANN's range", mutate("env.hccl_connect_timeout", 60),
+     "env.hccl_connect_timeout: 60 is outside HCCL_CONNECT_TIMEOUT's range [120, 7200] s"),
+    ("HCCL exec timeout below CANN's range", mutate("env.hccl_exec_timeout", -1),
+     "env.hccl_exec_timeout: -1 is outside HCCL_EXEC_TIMEOUT's range [0, 2147483647] s"),
+    ("HCCL timeout through env.extra", mutate("env.extra", {"HCCL_CONNECT_TIMEOUT": "60"}),
+     "env.extra.HCCL_CONNECT_TIMEOUT: set env.hccl_connect_timeout instead"),
+    ("rollout quantization no NPU stack supports", mutate("extra_overrides",
+                                                         ["actor_rollout_ref.rollout.quantization=fp8"]),
+     "actor_rollout_ref.rollout.quantization 'fp8' cannot work on the NPUs"),
 ]
 
 
@@ -110,7 +120,9 @@ BROKEN = [
 # spec's back) nor the NPU environment checked against the composed rollout: those only `validate` (and launch) find.
 RENDER_ACCEPTS = {"misspelled override key", "unlisted + key", "expandable segments with vLLM sleep mode",
                   "TASK_QUEUE_ENABLE 2 in graph mode", "TASK_QUEUE_ENABLE through env.extra",
-                  "graph mode switched off behind the spec's back"}
+                  "graph mode switched off behind the spec's back", "NZ with vLLM sleep mode",
+                  "HCCL connect timeout below CANN's range", "HCCL exec timeout below CANN's range",
+                  "HCCL timeout through env.extra", "rollout quantization no NPU stack supports"}
 
 
 def test_render_accepts_names_broken_cases():

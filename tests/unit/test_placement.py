@@ -119,6 +119,18 @@ def test_expandable_segments_only_refused_where_sleep_mode_is_on():
     assert env_problems(fine, None) == []
 
 
+def test_nz_is_refused_only_with_sleep_mode_and_hccl_timeouts_at_cann_range_edges_pass():
+    nz = parse_spec(seed(env__vllm_ascend_enable_nz=1))
+    assert any("FRACTAL_NZ mode is enabled" in p for p in env_problems(nz, None))
+    asleep_off = {"actor_rollout_ref": {"rollout": {"name": "vllm", "enable_sleep_mode": False,
+                                                    "enforce_eager": False}}}
+    assert env_problems(nz, asleep_off) == []
+    edges = parse_spec(seed(env__hccl_connect_timeout=120, env__hccl_exec_timeout=0))
+    assert env_problems(edges, None) == []
+    high = parse_spec(seed(env__hccl_connect_timeout=7201, env__hccl_exec_timeout=2147483648))
+    assert [p.split(":")[0] for p in env_problems(high, None)] == ["env.hccl_connect_timeout", "env.hccl_exec_timeout"]
+
+
 def test_env_sh_leaves_the_allocator_alone_and_derives_the_task_queue():
     manifest = load_manifest()
     spec, hosts = place(parse_spec(seed()), [host("a"), host("b")])
