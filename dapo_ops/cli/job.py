@@ -99,14 +99,20 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
         else:
             sources = config_sources(verl_checkout, manifest)
         result = validate_job(spec, manifest, sources)
-    hbm = result.hbm
-    out.info(f"HBM per NPU (estimate): actor {hbm['actor_gib']:.1f} GiB, reference {hbm['reference_gib']:.1f} GiB, "
+    hbm, host = result.hbm, result.host
+    out.info(f"HBM per NPU (estimate): actor update {hbm['actor_update_gib']:.1f} GiB, actor log-prob "
+             f"{hbm['actor_log_prob_gib']:.1f} GiB, reference log-prob {hbm['reference_log_prob_gib']:.1f} GiB, "
              f"rollout {hbm['rollout_budget_gib']:.1f} GiB budget ({hbm['rollout_weights_gib']:.1f} GiB weights, KV "
              f"cache for {hbm['rollout_full_sequences']:.1f} full-length sequences) of {hbm['hbm_gib']:.0f} GiB")
+    out.info(f"host memory per node (estimate): {host['host_mem_gib']:.0f} GiB (offloaded actor shards "
+             f"{host['host_actor_params_gib']:.0f}, Adam states {host['host_actor_optimizer_gib']:.0f}, reference "
+             f"{host['host_reference_params_gib']:.0f}, vLLM's sleeping weights {host['host_rollout_weights_gib']:.0f}, "
+             f"processes {host['host_runtime_gib']:.0f}; start-up model load {host['host_model_load_gib']:.0f})")
     for warning in result.warnings:
         out.warning(warning)
     out.document({"job": spec.name, "nodes": spec.cluster.nodes, "npus_per_node": spec.cluster.npus_per_node,
-                  "errors": result.errors, "warnings": result.warnings, "hbm": hbm})
+                  "errors": result.errors, "warnings": result.warnings, "hbm": hbm, "host_memory": host,
+                  "host_mem_gib": host["host_mem_gib"]})
     if result.errors:
         raise UsageError(first_of(result.errors))
     out.success(f"{spec.name}: valid on {spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU")

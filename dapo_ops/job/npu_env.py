@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from dapo_ops.job.composed import read
 from dapo_ops.job.spec import JobSpec
 
 GRAPH_MODE_TASK_QUEUE = 1
@@ -49,13 +50,8 @@ def task_queue_enable(spec: JobSpec) -> int:
     return EAGER_TASK_QUEUE if spec.rollout.enforce_eager else GRAPH_MODE_TASK_QUEUE
 
 
-def _rollout_value(composed: dict | None, key: str, default):
-    node = composed or {}
-    for part in f"{ROLLOUT}.{key}".split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
+def _rollout(composed: dict | None, key: str, default):
+    return read(composed, f"{ROLLOUT}.{key}", default)
 
 
 def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
@@ -65,7 +61,7 @@ def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
     for key, field in OWN_FIELDS.items():
         if key in spec.env.extra:
             problems.append(f"env.extra.{key}: set {field} instead (dapo-ops checks it against the rollout)")
-    eager = bool(_rollout_value(composed, "enforce_eager", spec.rollout.enforce_eager))
+    eager = bool(_rollout(composed, "enforce_eager", spec.rollout.enforce_eager))
     if eager != spec.rollout.enforce_eager:
         problems.append(f"{ROLLOUT}.enforce_eager is overridden to {eager}: set rollout.enforce_eager in the spec "
                         "instead, so TASK_QUEUE_ENABLE follows it")
@@ -74,8 +70,8 @@ def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
         problems.append(f"env.task_queue_enable is {queue} but the vLLM rollout runs in graph mode "
                         f"(rollout.enforce_eager false), which needs TASK_QUEUE_ENABLE=1: remove env.task_queue_enable "
                         "(dapo-ops derives it) or set rollout.enforce_eager true")
-    name = _rollout_value(composed, "name", spec.rollout.name)
-    sleep = bool(_rollout_value(composed, "enable_sleep_mode", True))
+    name = _rollout(composed, "name", spec.rollout.name)
+    sleep = bool(_rollout(composed, "enable_sleep_mode", True))
     alloc = spec.env.pytorch_npu_alloc_conf or ""
     if name == "vllm" and sleep and EXPANDABLE_SEGMENTS in alloc:
         problems.append(f"env.pytorch_npu_alloc_conf {alloc!r}: vllm-ascend's sleep mode (on by default in verl) "
@@ -89,7 +85,7 @@ def env_problems(spec: JobSpec, composed: dict | None) -> list[str]:
         value = getattr(spec.env, field)
         if not low <= value <= high:
             problems.append(f"env.{field}: {value} is outside {variable}'s range [{low}, {high}] s ({CANN_ENV_PAGE})")
-    quantization = _rollout_value(composed, "quantization", None)
+    quantization = _rollout(composed, "quantization", None)
     if name == "vllm" and quantization is not None:
         problems.append(f"{ROLLOUT}.quantization {quantization!r} cannot work on the NPUs: verl's vLLM rollout takes "
                         f"only {' or '.join(VERL_ROLLOUT_QUANTIZATION)} (vllm_async_server.py) and vllm-ascend only "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from dapo_ops.job.override_hints import override_hint
-from dapo_ops.job.composed import Folded, fold
+from dapo_ops.job.composed import Folded, fold, read
+from dapo_ops.job.memory import (HBM_KEYS, HOST_KEYS, hbm_estimate, hbm_problems, host_memory_estimate, safe)
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import PLUS_ALLOWED, extra_override_problems, overrides
@@ -24,9 +24,6 @@ from dapo_ops.job.verl_checks import verl_checks
 from dapo_ops.manifest import StackManifest
 
 PROJECT_RECIPE = Path(__file__).parent / "recipe"
-GIB = 2**30
-HBM_KEYS = ("hbm_gib", "actor_gib", "reference_gib", "rollout_budget_gib", "rollout_weights_gib",
-            "rollout_kv_capacity_tokens", "rollout_full_sequences")
 
 
 @dataclass(frozen=True)
@@ -41,6 +38,7 @@ class Validation:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     hbm: dict[str, float] = field(default_factory=dict)
+    host: dict[str, float] = field(default_factory=dict)     # host memory per node (GiB)
     composed: dict | None = None
 
 
@@ -219,77 +217,6 @@ def arithmetic(spec: JobSpec, manifest: StackManifest, names: dict[str, str] | N
             + _pinned_verl(spec, manifest, n) + missing_secrets(spec))
 
 
-def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
-    """Peak HBM per NPU in GiB for the actor update, the reference log-probs and the vLLM rollout (see README)."""
-    m, act, r, d = spec.model.architecture, spec.actor, spec.rollout, spec.data
-    world = world_size(spec)
-    params = m.parameters_b * 1e9
-    layer_params = params / m.layers
-    tokens = act.max_token_len_per_npu
-    ffn = m.experts_per_token * m.moe_intermediate_size if m.experts else m.intermediate_size
-    runtime = 2.0 * GIB                                           # HCCL buffers, workspace, fragmentation
-    gathered = 2 * 2 * layer_params                               # bf16 layer being used + the one prefetched
-    sharded_bf16 = 2 * params / world
-    weights = gathered if act.param_offload else sharded_bf16 + gathered
-    grads = 2 * params / world
-    optimizer = 0 if act.optimizer_offload else 12 * params / world   # fp32 master + Adam m and v
-    checkpoints = m.layers * tokens * m.hidden_size * 2 if spec.model.gradient_checkpointing else \
-        m.layers * tokens * (m.hidden_size * 34 + ffn * 6)
-    layer_peak = tokens * (m.hidden_size * 34 + ffn * 6)          # one layer recomputed: attention + MLP/experts
-    logits = tokens * m.vocab_size * 4 * 2                        # fp32 logits and their gradient
-    actor = weights + grads + optimizer + checkpoints + layer_peak + logits + runtime
-    ref_weights = gathered if act.ref_param_offload else sharded_bf16 + gathered
-    reference = ref_weights + tokens * m.hidden_size * 2 * 4 + tokens * m.vocab_size * 4 + runtime
-    rollout_budget = r.gpu_memory_utilization * hbm_mb * 2**20
-    rollout_weights = 2 * params / r.tensor_parallel_size
-    kv_heads_per_npu = max(1, m.kv_heads // r.tensor_parallel_size)
-    kv_per_token = 2 * m.layers * kv_heads_per_npu * m.head_dim * 2
-    kv_capacity_tokens = max(0.0, rollout_budget - rollout_weights - runtime) / kv_per_token
-    return {
-        "hbm_gib": hbm_mb / 1024,
-        "actor_gib": actor / GIB,
-        "reference_gib": reference / GIB,
-        "rollout_budget_gib": rollout_budget / GIB,
-        "rollout_weights_gib": rollout_weights / GIB,
-        "rollout_kv_capacity_tokens": kv_capacity_tokens,
-        "rollout_full_sequences": kv_capacity_tokens / (d.max_prompt_length + d.max_response_length),
-    }
-
-
-NEAR_HBM = 0.9   # a phase above this share of the card's HBM is warned about: the estimate is not a profile
-
-
-def hbm_problems(est: dict[str, float], spec: JobSpec) -> tuple[list[str], list[str]]:
-    """(errors, warnings): a phase that cannot fit in the card's HBM is refused, one near the limit warned about."""
-    errors, warnings = [], []
-    hbm = est["hbm_gib"]
-    for phase in ("actor", "reference"):
-        need = est[f"{phase}_gib"]
-        if need > hbm:
-            errors.append(f"the {phase} phase needs about {need:.1f} GiB per NPU, more than the {hbm:.0f} GiB of HBM: "
-                          "lower actor.max_token_len_per_npu, raise the SP size or offload")
-        elif need > NEAR_HBM * hbm:
-            warnings.append(f"the {phase} phase needs about {need:.1f} GiB per NPU, within 10% of the {hbm:.0f} GiB "
-                            "of HBM")
-    if est["rollout_weights_gib"] + 2 > est["rollout_budget_gib"]:
-        errors.append(f"vLLM's weights need {est['rollout_weights_gib']:.1f} GiB per NPU but "
-                      f"gpu_memory_utilization {spec.rollout.gpu_memory_utilization} gives it "
-                      f"{est['rollout_budget_gib']:.1f} GiB: raise the rollout TP size or the utilization")
-    elif est["rollout_full_sequences"] < 1:
-        errors.append(f"vLLM's KV cache holds {est['rollout_kv_capacity_tokens']:.0f} tokens per NPU, less than one "
-                      f"{spec.data.max_prompt_length + spec.data.max_response_length}-token sequence: raise the "
-                      "rollout TP size or gpu_memory_utilization")
-    return errors, warnings
-
-
-def _hbm(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
-    """The estimate, or NaNs where a size the arithmetic refuses (a TP size of 0...) leaves nothing to divide by."""
-    try:
-        return hbm_estimate(spec, hbm_mb)
-    except ZeroDivisionError:
-        return dict.fromkeys(HBM_KEYS, math.nan)
-
-
 def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
     configuration's (composed.fold) with the model's facts (model_facts), then verl's own checks run offline and the
@@ -307,7 +234,9 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> 
     if result.composed is not None:
         result.errors += verl_checks(folded, result.composed, facts)
     result.errors += env_problems(spec, result.composed)
-    result.hbm = _hbm(checked, int(manifest.platform["hbm_mb"]))
+    result.hbm = safe(hbm_estimate, HBM_KEYS, checked, int(manifest.platform["hbm_mb"]))
+    sleeps = bool(read(result.composed, "actor_rollout_ref.rollout.enable_sleep_mode", True))
+    result.host = safe(host_memory_estimate, HOST_KEYS, checked, sleeps)
     hbm_errors, hbm_warnings = hbm_problems(result.hbm, checked)
     result.errors += hbm_errors
     result.warnings += facts.warnings + hbm_warnings

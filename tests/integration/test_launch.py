@@ -560,7 +560,7 @@ CORPUS = PROJECT_ROOT / "tests" / "data" / "jobs"
     ("misspelled-override-key", "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),  # F10
     ("reward-key-of-a-newer-verl", "verl moved it: the pinned verl has 'reward_model.overlong_buffer.len'"),  # F10
     ("sp-not-dividing-world", "does not divide the world size 32"),  # F11
-    ("actor-phase-beyond-hbm", "the actor phase needs about"),  # F12
+    ("actor-phase-beyond-hbm", "the actor update phase needs about"),  # F12
 ])
 def test_launch_refuses_what_validate_refuses_before_any_node_is_touched(fleet, case, message):
     result = cli("launch", str(CORPUS / f"{case}.yaml"), "--nodes", "2")

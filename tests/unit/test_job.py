@@ -50,7 +50,7 @@ def test_seed_job_validates_clean():
 
     report = json.loads(result.stdout)
     assert report["errors"] == [] and report["warnings"] == []
-    assert 0 < report["hbm"]["actor_gib"] < 64 and report["hbm"]["rollout_full_sequences"] >= 1
+    assert 0 < report["hbm"]["actor_update_gib"] < 64 and report["hbm"]["rollout_full_sequences"] >= 1
 
 
 def test_seed_overrides_use_the_pinned_verl_keys():
@@ -358,7 +358,7 @@ def test_a_phase_that_cannot_fit_in_hbm_is_refused_and_launch_runs_the_same_chec
 
     manifest, inventory = load_manifest(), load_inventory(INVENTORY)
     huge = parse_spec(mutate("actor.max_token_len_per_npu", 200000)(seed()))
-    with pytest.raises(UsageError, match=r"the actor phase needs about \d+\.\d GiB per NPU, more than the 64 GiB"):
+    with pytest.raises(UsageError, match=r"the actor update phase needs about \d+\.\d GiB per NPU, more than the 64 GiB"):
         plan(huge, inventory, manifest, 2)
     misspelled = parse_spec(mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"])(seed()))
     with pytest.raises(UsageError, match="did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"):

@@ -55,7 +55,7 @@ def test_the_shipped_job_validates_on_both_products(npus):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["nodes"], report["npus_per_node"], report["errors"]) == (2, npus, [])
-    assert 0 < report["hbm"]["actor_gib"] < 64
+    assert 0 < report["hbm"]["actor_update_gib"] < 64
 
 
 @pytest.mark.parametrize("npus", [8, 16])

@@ -75,7 +75,7 @@ CHANGED = {
     "sp-without-remove-padding": ({"model.use_remove_padding": False}, 2, "needs model.use_remove_padding"),
     "too-long-for-the-model": ({"data.max_response_length": 40000}, 2, "exceeds the model's max_position_embeddings"),
     "token-budget-below-a-sequence": ({"actor.max_token_len_per_npu": 1024}, 2, "cannot hold one"),
-    "actor-phase-beyond-hbm": ({"actor.max_token_len_per_npu": 200000}, 2, "the actor phase needs about"),
+    "actor-phase-beyond-hbm": ({"actor.max_token_len_per_npu": 200000}, 2, "the actor update phase needs about"),
     "sync-rollout": ({"rollout.mode": "sync"}, 2, "rollout.mode 'sync' was removed"),
     "port-past-65535": ({"cluster.ray_port": 70000}, 2, "cluster.ray_port: 70000 is not a TCP port"),
     "dashboard-port-zero": ({"cluster.dashboard_port": 0}, 2, "cluster.dashboard_port: 0 is not a TCP port"),
