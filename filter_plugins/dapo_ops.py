@@ -115,6 +115,25 @@ def firewall_problems(outputs, ray_ports, hccl_ports):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def host_memory_check(meminfo, job_file, npus_per_node, host):
+    """/proc/meminfo text + the job spec the fleet is for + the node's NPUs -> {errors, warnings} of the job's host
+    memory per node (dapo_ops/job/memory.py) against the node's MemTotal; no job file: nothing to check."""
+    from dapo_ops.audit.facts.host_memory import parse
+    from dapo_ops.errors import DapoError
+    from dapo_ops.job.memory import host_memory_problems, host_need_gib
+    from dapo_ops.job.spec import load_spec
+
+    if not job_file:
+        return {"errors": [], "warnings": []}
+    try:
+        need = host_need_gib(load_spec(job_file), int(npus_per_node))
+        has = parse(meminfo or "")["mem_total_gib"]
+    except (DapoError, ValueError) as exc:
+        raise AnsibleFilterError(f"host memory check: {exc}") from None
+    errors, warnings = host_memory_problems(need, {host: has})
+    return {"errors": errors, "warnings": warnings}
+
+
 def port_map_errors(ports, what):
     """An inventory port map ({name: port or 'first-last'}) -> [] or [the one-line reason it is invalid]; Ray's
     (dapo_ray_ports) is checked as `dapo-ops launch` checks it (known names, single ports, no overlap)."""
@@ -180,6 +199,7 @@ class FilterModule:
             "dapo_lock_constraints": lock_constraints,
             "dapo_firewall_problems": firewall_problems,
             "dapo_port_map_errors": port_map_errors,
+            "dapo_host_memory_check": host_memory_check,
             "dapo_ray_ports_with_defaults": ray_ports_with_defaults,
             "dapo_version_info": version_info,
             "dapo_toolkit_info": toolkit_info,

@@ -95,6 +95,17 @@ def host_memory_estimate(spec: JobSpec, rollout_sleeps: bool = True) -> dict[str
     return {"host_mem_gib": max(steady, parts["host_model_load_gib"]), **parts}
 
 
+def host_need_gib(spec: JobSpec, npus_per_node: int) -> float:
+    """The host memory per node of a spec not yet placed (preflight: the spec's node count, the inventory's NPUs
+    per node), with verl's sleep mode unless an extra override turns it off (validate composes the real value)."""
+    import dataclasses
+
+    cluster = dataclasses.replace(spec.cluster, npus_per_node=spec.cluster.npus_per_node or npus_per_node)
+    sleeps = not any(o.replace(" ", "").lower() == "actor_rollout_ref.rollout.enable_sleep_mode=false"
+                     for o in spec.extra_overrides)
+    return host_memory_estimate(dataclasses.replace(spec, cluster=cluster), sleeps)["host_mem_gib"]
+
+
 def safe(estimate, keys, *args) -> dict[str, float]:
     """The estimate, or NaNs where a size the arithmetic refuses (a TP size of 0...) leaves nothing to divide by."""
     try:

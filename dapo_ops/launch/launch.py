@@ -40,17 +40,49 @@ class LaunchOptions:
     rehearse_only: bool = False
 
 
-def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int) -> tuple[JobSpec, list[HostSpec]]:
+def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int):
     """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node) and checked with
-    every check `dapo-ops validate` runs (verl's composed configuration, the arithmetic, the HBM estimate)."""
+    every check `dapo-ops validate` runs (verl's composed configuration, the arithmetic, the memory estimate).
+    Returns the placed spec, its hosts and the validation (with the host memory the job needs per node)."""
     from dapo_ops.job.validate import config_sources, validate
 
     spec, hosts = place(spec, list(inventory.hosts), nodes)
-    problems = validate(spec, manifest, config_sources(None, manifest)).errors
+    checked = validate(spec, manifest, config_sources(None, manifest))
+    problems = checked.errors
     if problems:
         more = f" (and {len(problems) - 1} more: `dapo-ops validate` lists them)" if len(problems) > 1 else ""
         raise UsageError(problems[0] + more)
-    return spec, hosts
+    return spec, hosts, checked
+
+
+def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, timeout: float = 30) -> str:
+    """Each node's MemTotal against the job's host memory per node (dapo_ops/job/memory.py), before any change: a
+    node short of it is a UsageError naming the node, the need and what it has; one within 10% a note."""
+    from dapo_ops.audit.facts.host_memory import COMMAND, parse
+    from dapo_ops.errors import ParseError
+    from dapo_ops.job.memory import host_memory_problems
+
+    results = fan_out(hosts, lambda host: run_on(host, COMMAND, timeout=timeout)).results
+    has, failed = {}, []
+    for host in hosts:
+        result = results.get(host.name)
+        if result is None or result.failure is not None or result.exit_code != 0:
+            failed.append(f"{host.name}: cannot read /proc/meminfo: "
+                          + (result.error if result is not None and result.failure is not None else
+                             (result.stderr.strip() if result is not None else "no answer")))
+            continue
+        try:
+            has[host.name] = parse(result.stdout)["mem_total_gib"]
+        except ParseError as exc:
+            failed.append(f"{host.name}: {exc}")
+    if failed:
+        raise DapoError("; ".join(failed))
+    errors, warnings = host_memory_problems(need_gib, has)
+    if errors:
+        raise UsageError(errors[0] + (f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""))
+    for warning in warnings:
+        steps.note(warning)
+    return ", ".join(f"{name} {gib:.0f} GiB" for name, gib in has.items())
 
 
 @contextmanager
@@ -213,7 +245,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
              steps: Steps) -> _Launch:
     """Plan the job and read the nodes' HCCL addresses (nothing changes yet), then create the run record."""
     with steps.step("plan") as step:
-        spec, hosts = plan(spec, inventory, manifest, options.nodes)
+        spec, hosts, checked = plan(spec, inventory, manifest, options.nodes)
         backend = rehearsal.backend_for(hosts[0].vars)
         timeouts = step_timeouts(hosts[0].vars.get(TIMEOUTS_VAR), f"{hosts[0].name}: {TIMEOUTS_VAR}")
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
@@ -224,6 +256,9 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     with steps.step("read the HCCL NIC addresses") as step:
         addresses = read_addresses(hosts)
         step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
+    need = checked.host["host_mem_gib"]
+    with steps.step(f"check each node's memory (the job needs about {need:.0f} GiB per node)") as step:
+        step.done(check_host_memory(hosts, need, steps))
     nodes = pick_nodes(hosts, manifest, addresses)
     run_id = new_run_id(spec.name)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,

@@ -14,12 +14,17 @@ BUS_PREFIXES = ["C1", "C2", "81", "82", "01", "02", "41", "42", "C3", "C4", "83"
 HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 OUT_OF_RANGE_PAIR = ("24.1.rc2", "7.3.0.1.231")  # a real report: driver [7.0.0,7.2.99] + firmware 7.3 (docs/ascend-formats.md §5.1)
 
+# The simulated nodes' memory unless a fault says otherwise: a size a training server is sold with, not a vendor's
+# figure for a given model; the shipped job needs about 458 GiB per node on 2 x 8 and 717 on 2 x 16.
+SIM_HOST_MEM_GIB = 1536
+
 NODE_KNOBS = {
     "driver": "start with this driver version installed (pinned or from the simulator's catalog)",
     "firmware": "start with this firmware installed and active (and the driver it shipped with)",
     "hdk": "'out-of-range': start on an incompatible driver/firmware pair (24.1.rc2 + 7.3.0.1.231)",
     "installer": "'dkms-fail': the driver installer fails with 'Dkms install failed'",
     "driver-half-installed": "start with driver version.info present but driver/tools/upgrade-tool missing",
+    "host-mem-gib": f"the node's memory in GiB, as its /proc/meminfo reports it (default {SIM_HOST_MEM_GIB})",
 }
 NPU_KNOBS = {
     "health": "Warning | Alarm | Critical | UNKNOWN",
@@ -52,6 +57,7 @@ VALUE_RULES = {
     "health": (lambda v: v in HEALTH_VALUES[1:], f"must be one of {', '.join(HEALTH_VALUES[1:])}"),
     "temp": (str.isdigit, "must be a whole number"),
     "hbm-used": (str.isdigit, "must be a whole number"),
+    "host-mem-gib": (lambda v: v.isdigit() and 0 < int(v) <= 1 << 20, "must be a whole number of GiB (1-1048576)"),
     "link": (lambda v: v in ("UP", "DOWN"), "must be UP or DOWN"),
     "roce": (lambda v: v == "unreachable", "accepts only 'unreachable'"),
     "hdk": (lambda v: v == "out-of-range", "accepts only 'out-of-range'"),
@@ -188,11 +194,14 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         "boot_id": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.boot0")),
         "boots": 0,
         "processes": [],
+        "host_mem_gib": SIM_HOST_MEM_GIB,
     }
     for fault in faults:
         if fault.node != name:
             continue
         if fault.npu is None:
+            if fault.knob == "host-mem-gib":
+                model["host_mem_gib"] = int(fault.value)
             continue
         npu = npus[fault.npu]
         if fault.knob == "health":
@@ -222,3 +231,26 @@ def fabric_entry(model: dict) -> dict:
             "npus": [{"id": n["id"], "address": n.get("device_ip"), "netmask": n.get("netmask"),
                       "gateway": n.get("gateway"), "link": n["link"], "roce": n.get("roce") or "ok"}
                      for n in model["npus"] if n.get("present", True)]}
+
+
+def meminfo(host_meminfo: str, total_gib: int) -> str:
+    """The node's /proc/meminfo: the host's, with MemTotal set to `total_gib` and MemFree / MemAvailable moved by
+    the same amount, so what the host has in use stays in use (Ray's memory monitor reads used = total - available;
+    a node reporting 1.5 TiB with the host's few GiB available would look 99 % full to it). The file is written
+    once, at `sim up`: its numbers do not follow what runs on the node."""
+    values = {}
+    for line in host_meminfo.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0])
+    total_kib = total_gib << 20
+    shift = total_kib - values.get("MemTotal", 0)
+    out = []
+    for line in host_meminfo.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemFree", "MemAvailable") and key in values:
+            value = total_kib if key == "MemTotal" else min(total_kib, max(0, values[key] + shift))
+            line = f"{key}:{value:>{max(len(rest) - 3, 1)}} kB"
+        out.append(line)
+    return "\n".join(out) + "\n"

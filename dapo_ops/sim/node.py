@@ -79,7 +79,8 @@ def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: lis
             conf += [f"address_{npu['id']}={npu['device_ip']}", f"netmask_{npu['id']}={npu['netmask']}"]
     (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
     present = [n["id"] for n in model["npus"] if n["present"]]
-    (d / "init.sh").write_text(init_script(node, present, fabric, hide))
+    (d / "meminfo").write_text(hwmodel.meminfo(Path("/proc/meminfo").read_text(), model["host_mem_gib"]))
+    (d / "init.sh").write_text(init_script(node, present, fabric, hide, model["host_mem_gib"]))
 
 
 def _make_dirs(d: Path) -> None:
@@ -145,8 +146,10 @@ def sshd_config(node: NodeState) -> str:
         ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}")
 
 
-def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path) -> str:
-    """The node's PID 1: its mounts (overlays, private dirs, /dev, an empty `hide`), then sshd in the foreground."""
+def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path, mem_gib: int) -> str:
+    """The node's PID 1: its mounts (overlays, private dirs, /dev, its /proc/meminfo, an empty `hide`), then sshd in
+    the foreground. /dev/shm is sized as Linux sizes a tmpfs by default, half the node's memory (only a limit: pages
+    are taken when written), so Ray sizes its object store as on a real node of that memory."""
     d = Path(node.dir)
 
     def overlay(path: str) -> dict[str, str]:
@@ -158,7 +161,8 @@ def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path) -> s
         name=node.name, overlays=[overlay(o) for o in OVERLAYS], late_overlays=[overlay(o) for o in LATE_OVERLAYS],
         private_binds=[{"source": f"{d}/{_key(p)}", "target": f"/{p}"} for p in PRIVATE_DIRS],
         dev=f"{d}/devstage", hw=f"{d}/hw", fabric=str(fabric), davinci=[f"davinci{k}" for k in npus],
-        hide=str(hide.resolve()), sshd=SSHD, sshd_config=SSHD_CONFIG)
+        hide=str(hide.resolve()), sshd=SSHD, sshd_config=SSHD_CONFIG, meminfo=f"{d}/meminfo",
+        shm_size=f"{max(1, mem_gib // 2)}g")
 
 
 # --------------------------------------------------------------------------------------------------- running

@@ -7,13 +7,14 @@ from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim.fleet import FleetSpec
 
+from .ansible_helpers import playbook
 from .helpers import hosts, sh
 
 FAULTS = (
     "node1.npu3:health=Warning", "node1.npu7:health=Critical", "node1.npu5:missing", "node1.npu2:temp=97",
     "node1.npu0:link=DOWN", "node1.npu1:net_health=Fault", "node1.npu4:no-ip", "node1.npu6:hbm-used=40000",
     "node1:installer=dkms-fail", "node2:firmware=7.5.0.1.129", "node3:hdk=out-of-range",
-    "node3:driver-half-installed",
+    "node3:driver-half-installed", "node3:host-mem-gib=64",
 )
 
 
@@ -92,3 +93,38 @@ def test_provisioned_nodes_have_cann(fleet):
     assert toolkit["version"] == manifest.artifact("cann_toolkit").version
     nnal = version_files.parse_nnal_version_info(sh(fleet["node2"], "cat /usr/local/Ascend/nnal/atb/latest/version.info").stdout)
     assert nnal["Ascend-cann-atb"] == manifest.artifact("cann_nnal").version
+
+
+def test_a_node_short_of_host_memory_fails_preflight_and_launch_before_any_change(fleet, tmp_path, runs_dir):
+    """Issue 25: node3 reports 64 GiB (the host-mem-gib knob) where dapo-ops reads it; the shipped job needs about
+    458 GiB per node on 2 x 8 (dapo_ops/job/memory.py). Preflight fails node3 naming the need and what it has, and
+    launch refuses with exit 2 before it locks or writes anything."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dapo_ops.paths import PROJECT_ROOT
+
+    assert sh(fleet["node3"], "grep MemTotal /proc/meminfo").stdout.split()[1] == str(64 << 20)
+    assert sh(fleet["node1"], "grep MemTotal /proc/meminfo").stdout.split()[1] == str(1536 << 20)
+    assert int(sh(fleet["node3"], "df -k --output=size /dev/shm | tail -1").stdout) == 32 << 20   # half, as Linux
+    rc, output, recap = playbook("--tags", "preflight", "--limit", "node3")
+    flat = " ".join(output.split())
+    assert rc != 0 and recap["node3"]["failed"] == 1, output[-3000:]
+    assert "node3: the job needs about 458 GiB of host memory per node" in flat and "but node3 has 64 GiB" in flat
+
+    job = yaml.safe_load((PROJECT_ROOT / "jobs/qwen3-30b-a3b-dapo.yaml").read_text())
+    job["cluster"]["head"] = "node3"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(job))
+    launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(spec), "--nodes", "2",
+                               "--rehearse-only"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert launched.returncode == 2, launched.stdout + launched.stderr
+    assert "node3: the job needs about 458 GiB of host memory per node" in launched.stderr, launched.stderr
+    assert "but node3 has 64 GiB" in launched.stderr
+    for name in ("node1", "node3"):
+        assert sh(fleet[name], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+    assert not any(runs_dir.iterdir()), list(runs_dir.iterdir())       # no run was recorded
+    assert json.loads(sh(fleet["node1"], "cat /dev/.dapo-sim/hw.json").stdout)["host_mem_gib"] == 1536

@@ -60,10 +60,33 @@ class Node:
     ("node1:firmware", "needs a value"),
     ("node1.npu1:link=SIDEWAYS", "UP or DOWN"),
     ("node1:hdk=whatever", "out-of-range"),
+    ("node1:host-mem-gib=lots", "whole number of GiB"),
+    ("node1:host-mem-gib=0", "whole number of GiB"),
 ])
 def test_bad_fault_specs(spec, message):
     with pytest.raises(UsageError, match=message):
         hwmodel.parse_fault(spec)
+
+
+def test_a_nodes_memory_is_the_knobs_and_its_meminfo_keeps_the_hosts_use():
+    built = hwmodel.build_node_model("node2", 2, 8, [hwmodel.parse_fault("node2:host-mem-gib=64")], chip_name="910B3",
+                                     hbm_mb=65536, factory_firmware="7.7.0.1.231", mcu_version="25.50.10")
+    assert built["host_mem_gib"] == 64
+    other = hwmodel.build_node_model("node1", 1, 8, [hwmodel.parse_fault("node2:host-mem-gib=64")], chip_name="910B3",
+                                     hbm_mb=65536, factory_firmware="7.7.0.1.231", mcu_version="25.50.10")
+    assert other["host_mem_gib"] == hwmodel.SIM_HOST_MEM_GIB
+    host = ("MemTotal:       24683664 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n"
+            "Cached:          1000000 kB\nHugePages_Total:       0\n")
+    fields = {line.split(":")[0]: line.split()[1] for line in hwmodel.meminfo(host, 64).splitlines()}
+    total = 64 << 20
+    assert fields["MemTotal"] == str(total) and fields["Cached"] == "1000000" and fields["HugePages_Total"] == "0"
+    assert total - int(fields["MemAvailable"]) == 24683664 - 23000000        # what the host uses stays used
+    assert int(fields["MemFree"]) == 20000000 + total - 24683664
+    from dapo_ops.audit.facts.host_memory import parse
+
+    assert parse(hwmodel.meminfo(host, 64))["mem_total_gib"] == 64.0
+    tiny = {line.split(":")[0]: int(line.split()[1]) for line in hwmodel.meminfo(host, 1).splitlines()}
+    assert tiny["MemAvailable"] <= tiny["MemTotal"] and tiny["MemFree"] >= 0
 
 
 def test_fault_targets_are_checked():

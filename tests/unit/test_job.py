@@ -363,7 +363,8 @@ def test_a_phase_that_cannot_fit_in_hbm_is_refused_and_launch_runs_the_same_chec
     misspelled = parse_spec(mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"])(seed()))
     with pytest.raises(UsageError, match="did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"):
         plan(misspelled, inventory, manifest, 2)  # launch composes verl's configuration too, before any node
-    spec, hosts = plan(parse_spec(seed()), inventory, manifest, 2)
+    spec, hosts, checked = plan(parse_spec(seed()), inventory, manifest, 2)
+    assert round(checked.host["host_mem_gib"]) == 717
     assert [h.name for h in hosts] == ["a2-node01", "a2-node02"] and spec.cluster.npus_per_node == 16
 
 

@@ -137,7 +137,7 @@ def test_a_node_mounts_an_empty_dir_over_the_state_dir_after_its_last_overlay(tm
     state_dir = tmp_path / "sim state"
     (state_dir / "nodes").mkdir(parents=True)
     (tmp_path / "link").symlink_to(state_dir)
-    script = node.init_script(node_state(1), [0, 1], state_dir / "fabric", tmp_path / "link")
+    script = node.init_script(node_state(1), [0, 1], state_dir / "fabric", tmp_path / "link", 1536)
     hide = f"mount -t tmpfs -o mode=0700,size=4k,nosuid,nodev,noexec dapo-hidden '{state_dir.resolve()}'"
     lines = script.splitlines()
     assert hide in lines
