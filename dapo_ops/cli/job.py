@@ -54,8 +54,9 @@ def first_of(problems: list[str]) -> str:
 def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
     """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
 
-    Each node's HCCL NIC address comes from the inventory's dapo_hccl_ip, else from the node (over SSH)."""
-    from dapo_ops.fleet.nic import read_addresses
+    It reaches no node: each node's HCCL NIC address is the inventory's dapo_hccl_ip, else the scripts read it on the
+    node when they start (launch reads every address before any change)."""
+    from dapo_ops.fleet.nic import hccl_nic, inventory_address
     from dapo_ops.job.render import pick_nodes, render as render_files, write
     from dapo_ops.job.validate import arithmetic
     from dapo_ops.paths import PROJECT_ROOT
@@ -65,8 +66,15 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
     problems = arithmetic(spec, manifest)
     if problems:
         raise UsageError(first_of(problems))
-    nodes = pick_nodes(hosts, manifest, read_addresses(hosts))
+    for host in hosts:
+        hccl_nic(host)                          # a missing or malformed NIC name is an inventory error here too
+    addresses = {host.name: inventory_address(host) for host in hosts}
+    nodes = pick_nodes(hosts, manifest, addresses)
     files = render_files(spec, nodes, manifest)
+    unknown = [name for name, address in addresses.items() if address is None]
+    if unknown:
+        out.info(f"no dapo_hccl_ip for {', '.join(unknown)}: each node's scripts read its NIC's address when they "
+                 "start; a worker's head address and the run's firewall need them all (`dapo-ops launch` reads them)")
     target = output or PROJECT_ROOT / "runs" / "render" / spec.name
     write(files, target)
     out.info(f"rendered {len(files)} file(s) for {spec.name} ({spec.cluster.nodes} x {spec.cluster.npus_per_node} NPU) "

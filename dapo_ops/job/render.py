@@ -66,7 +66,7 @@ def dashboard_url(spec: JobSpec) -> str:
 @dataclass(frozen=True)
 class RenderNode:
     name: str
-    ip: str
+    ip: str | None            # the HCCL NIC's address; None: the scripts read it on the node (render offline)
     nic: str
     env_script: str
     python: str
@@ -88,14 +88,15 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[str, str]) -> list[RenderNode]:
+def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[str, str | None]) -> list[RenderNode]:
     """RenderNodes for a job's hosts in rank order (placement.place: the head first), each with the address of its
-    HCCL NIC (fleet.nic.read_addresses), which HCCL_IF_IP and Ray's node IP use."""
+    HCCL NIC (fleet.nic.read_addresses), which HCCL_IF_IP and Ray's node IP use; a node without one (`render` with
+    no dapo_hccl_ip: it reaches no node) reads its own at start, and what needs another node's stops saying so."""
     verl_dir_rel = manifest.source("verl").dir
     nodes = []
     for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
-        nodes.append(RenderNode(host.name, addresses[host.name], hccl_nic(host), layout.env_script,
+        nodes.append(RenderNode(host.name, addresses.get(host.name), hccl_nic(host), layout.env_script,
                                 layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
                                 host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False))
     return nodes
@@ -138,7 +139,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "tensorboard_dir": paths.tensorboard,
         "job_directories": paths.directories(),
         "task_queue_enable": task_queue_enable(spec),
-        "head_address": f"{head.ip}:{spec.cluster.ray_port}",
+        "head_address": f"{head.ip}:{spec.cluster.ray_port}" if head.ip else "",
         "dashboard_address": dashboard_url(spec),
         "worker_start_timeout": WORKER_START_TIMEOUT,
         "ray_process_pattern": RAY_PROCESS_PATTERN,
@@ -146,6 +147,10 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "ports": ports, "peer_ports": ports.nft_set(PEER), "local_ports": ports.nft_set(LOCAL),
         "ray_token_path": ray_token_path(attempt or "render"),
         "peers4": _addresses(nodes, 4), "peers6": _addresses(nodes, 6), "firewall_table": firewall_table(attempt or "render"),
+        "peers_unknown": [n.name for n in nodes if not n.ip],
+        "unknown_peers_message": "the run's firewall admits the run's nodes by address, and this render has none for "
+                                 + ", ".join(n.name for n in nodes if not n.ip) + ": set dapo_hccl_ip for them in the "
+                                 "inventory and render again, or start the job with dapo-ops launch, which reads them",
     }
     files: dict[str, str] = {}
     for node in nodes:
@@ -153,7 +158,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         base = f"nodes/{node.name}"
         files[f"{base}/env.sh"] = env.get_template("env.sh.j2").render(ctx)
         files[f"{base}/ray-start.sh"] = env.get_template("ray-head.sh.j2" if node.head else "ray-worker.sh.j2").render(ctx)
-        if node.firewall:
+        if node.firewall and not common["peers_unknown"]:
             files[f"{base}/ray-firewall.nft"] = env.get_template("ray-firewall.nft.j2").render(ctx)
         if node.head:
             files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(ctx)
@@ -179,7 +184,7 @@ class RenderError(DapoError):
 def _addresses(nodes: list[RenderNode], version: int) -> list[str]:
     """The nodes' Ray addresses of one IP version, for the firewall's peer sets (each must be an IP literal)."""
     found = set()
-    for node in nodes:
+    for node in (n for n in nodes if n.ip):
         try:
             address = ipaddress.ip_address(node.ip)
         except ValueError:

@@ -291,6 +291,53 @@ def test_no_secret_is_rendered(tmp_path, monkeypatch):
     assert refused.returncode == 2 and "WANDB_API_KEY is not set" in refused.stderr
 
 
+def test_render_reaches_no_node_and_a_node_without_an_inventory_address_reads_its_nic_at_start(tmp_path):
+    """The example inventory (2 x 8 Atlas 800T A2) gives no dapo_hccl_ip and no node answers here."""
+    example = PROJECT_ROOT / "inventory" / "example"
+    out = tmp_path / "out"
+    result = cli("render", str(SEED), "-i", str(example), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    head, worker = out / "nodes/a2-node01", out / "nodes/a2-node02"
+    assert not (head / "ray-firewall.nft").exists()            # its peer set would need every node's address
+    if shellcheck_available():
+        for script in out.glob("nodes/*/*.sh"):
+            check = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    ip = fake / "ip"
+
+    def source_env(node_dir: Path, address_line: str):
+        ip.write_text(f"#!/bin/sh\nprintf '%s\\n' '{address_line}'\n")
+        ip.chmod(0o755)
+        work = tmp_path / node_dir.name
+        shutil.copytree(node_dir, work, dirs_exist_ok=True)
+        env_sh = work / "env.sh"                        # the CANN script is not on this machine: skip that line
+        env_sh.write_text(re.sub(r"^source .*$", ":", env_sh.read_text(), count=1, flags=re.M))
+        return work, subprocess.run(["bash", "-c", f'source {env_sh} && echo "HCCL_IF_IP=$HCCL_IF_IP"'],
+                                    capture_output=True, text=True,
+                                    env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+
+    line = "2: enp189s0f0    inet 10.0.5.7/24 brd 10.0.5.255 scope global enp189s0f0\\       valid_lft forever"
+    _, sourced = source_env(head, line)
+    assert sourced.returncode == 0 and sourced.stdout.strip() == "HCCL_IF_IP=10.0.5.7", sourced.stderr
+    work, sourced = source_env(head, "")
+    assert sourced.returncode == 1
+    assert "the HCCL NIC enp189s0f0 has no IPv4 address" in sourced.stderr
+    ip.write_text("#!/bin/sh\necho '2: enp189s0f0    inet 10.0.5.7/24 brd 10.0.5.255 scope global enp189s0f0'\n")
+    started = subprocess.run(["bash", str(work / "ray-start.sh")], capture_output=True, text=True,
+                             env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert started.returncode == 1 and "this render has none for a2-node01, a2-node02" in started.stderr
+    assert "s HCCL address is not in this render: set dapo_hccl_ip for a2-node01" in (worker / "ray-start.sh").read_text()
+    unfenced = tmp_path / "unfenced"                         # no firewall: the head needs no other node's address
+    shutil.copytree(example, unfenced)
+    with open(unfenced / "group_vars" / "all.yml", "a") as extra:
+        extra.write("\ndapo_ray_firewall: false\n")
+    assert cli("render", str(SEED), "-i", str(unfenced), "-o", str(tmp_path / "out2")).returncode == 0
+    script = (tmp_path / "out2/nodes/a2-node01/ray-start.sh").read_text()
+    assert "--node-ip-address=\"$HCCL_IF_IP\"" in script and "this render has none" not in script
+
+
 def test_noset_is_a_boolean_true_exports_one_and_false_leaves_ray_to_set_the_devices(tmp_path):
     # Ray (`_private/accelerators/npu.py`) and verl (`verl/utils/ray_utils.py`) read any non-empty value as set
     job = tmp_path / "job.yaml"
