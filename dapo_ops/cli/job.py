@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dapo_ops.cli.options import inventory_option, job_file_argument, json_option
+from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, model_config_option
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import UsageError
 
@@ -50,8 +50,10 @@ def first_of(problems: list[str]) -> str:
 @job_file_argument
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Directory for the files (default: runs/render/<job>).")
 @inventory_option
+@model_config_option
 @json_option
-def render(job_file: Path, output: Path | None, inventory: Path | None, as_json: bool) -> None:
+def render(job_file: Path, output: Path | None, inventory: Path | None, model_config: Path | None,
+           as_json: bool) -> None:
     """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
 
     It reaches no node: each node's HCCL NIC address is the inventory's dapo_hccl_ip, else the scripts read it on the
@@ -62,8 +64,10 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
     from dapo_ops.paths import PROJECT_ROOT
 
     out = Output(as_json)
+    from dapo_ops.job.model_facts import model_facts, with_facts
+
     spec, manifest, hosts = placed_job(job_file, inventory)
-    problems = arithmetic(spec, manifest)
+    problems = arithmetic(with_facts(spec, model_facts(spec, None, model_config)), manifest)
     if problems:
         raise UsageError(first_of(problems))
     for host in hosts:
@@ -89,9 +93,10 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, as_json:
               help="A verl checkout at the pinned tag to take the recipe's configuration from.")
 @click.option("--recipe-from-head", is_flag=True,
               help="Take the recipe's configuration from the head node's verl checkout (over SSH).")
+@model_config_option
 @json_option
 def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None, recipe_from_head: bool,
-             as_json: bool) -> None:
+             model_config: Path | None, as_json: bool) -> None:
     """Check a job offline: verl's real config with the overrides, the arithmetic, an HBM estimate."""
     from dapo_ops.job.validate import config_sources, recipe_from_head as head_recipe, validate as validate_job
 
@@ -106,7 +111,7 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
             sources = head_recipe(hosts[0], manifest, Path(workdir))
         else:
             sources = config_sources(verl_checkout, manifest)
-        result = validate_job(spec, manifest, sources)
+        result = validate_job(spec, manifest, sources, model_config)
     hbm, host = result.hbm, result.host
     out.info(f"HBM per NPU (estimate): actor update {hbm['actor_update_gib']:.1f} GiB, actor log-prob "
              f"{hbm['actor_log_prob_gib']:.1f} GiB, reference log-prob {hbm['reference_log_prob_gib']:.1f} GiB, "

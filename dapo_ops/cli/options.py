@@ -12,6 +12,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 inventory_option = click.option("-i", "--inventory", type=click.Path(path_type=Path),
                                 help="Ansible inventory (default: inventory/sim).")
 job_file_argument = click.argument("job_file", type=click.Path(path_type=Path))
+model_config_option = click.option(
+    "--model-config", type=click.Path(path_type=Path),
+    help="The model's config.json, when the controller cannot read model.path/config.json (the architecture).")
 limit_option = click.option("--limit", metavar="PATTERN",
                             help="Only these hosts: names or glob patterns, comma-separated.")
 

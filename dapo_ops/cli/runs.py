@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, require_positive
+from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, model_config_option, require_positive
 from dapo_ops.cli.output import Output, StepPrinter, as_dict
 from dapo_ops.errors import DapoError, UsageError
 
@@ -48,9 +48,10 @@ def _interrupt_on_term_and_hup() -> None:
 @click.option("--no-audit", is_flag=True, help="Skip the audit gate.")
 @click.option("--force", is_flag=True, help="Launch even when the audit finds errors.")
 @click.option("--break-lock", is_flag=True, help="Remove a stale cluster lock left by a dead launch first.")
+@model_config_option
 @json_option
 def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bool, no_audit: bool, force: bool,
-           break_lock: bool, as_json: bool) -> None:
+           break_lock: bool, model_config: Path | None, as_json: bool) -> None:
     """Audit the nodes, lock the cluster, push the rendered files, bring Ray up, rehearse, submit the DAPO job."""
     from dapo_ops.inventory import load_inventory
     from dapo_ops.job.spec import load_spec
@@ -62,7 +63,8 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
     require_positive(nodes=nodes)
     _interrupt_on_term_and_hup()
     spec, manifest, inv = load_spec(job_file), load_manifest(), load_inventory(inventory)
-    options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only)
+    options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only,
+                            model_config=model_config)
     record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
     if record.state == "rehearsed":
         out.success(f"{record.run_id}: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "

@@ -1,16 +1,17 @@
-"""The model's attention heads, KV heads, hidden size and context length, which verl's and vLLM's start-up checks read
-from the model's config.json (pure, except for reading that file).
+"""The model's architecture (layers, heads, KV heads, hidden size, vocabulary, experts, context length, parameters),
+which verl's and vLLM's start-up checks and the memory estimate read (pure, except for reading config.json).
 
-Where they come from, first found wins:
-1. `<actor_rollout_ref.model.path>/config.json` when the controller can read it (the model is on a local or shared
-   disk): what verl reads (verl/workers/config/model.py HFModelConfig: AutoConfig.from_pretrained), `text_config`
-   for a vision-language model as verl/models/transformers/monkey_patch.py does;
-2. the spec's `model.architecture` (dapo_ops/job/spec.py; required there today);
-3. KNOWN below, by the model directory's name.
-verl applies `actor_rollout_ref.model.override_config` to the Hugging Face config (HFModelConfig.__post_init__:
-update_model_config), so its keys win over all three.
-Where config.json, or else KNOWN, disagrees with the spec's model.architecture, a warning says so; the checks and the
-HBM estimate use the first found.
+Where each number comes from, later wins:
+1. the model's config.json, which verl reads (verl/workers/config/model.py HFModelConfig: AutoConfig.from_pretrained;
+   `text_config` for a vision-language model as verl/models/transformers/monkey_patch.py does): `--model-config FILE`
+   when given, else `<actor_rollout_ref.model.path>/config.json` when the controller can read it, else KNOWN below
+   by the model directory's name;
+2. the spec's `model.architecture`, field by field (optional): a value there overrides, and where it disagrees with
+   (1) a warning names both;
+3. `actor_rollout_ref.model.override_config`, which verl applies to the Hugging Face config
+   (HFModelConfig.__post_init__: update_model_config).
+`parameters_b` is counted from the architecture (embeddings, attention, MLP or experts and router, norms; biases
+and shared experts left out) unless the spec gives it. A number none of these give is a SpecError naming it.
 """
 
 from __future__ import annotations
@@ -21,103 +22,159 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo_ops.job.composed import AR, read
-from dapo_ops.job.spec import JobSpec, SpecError
+from dapo_ops.job.spec import JobSpec, ModelArchitecture, SpecError
 
-# Hugging Face config.json key -> ModelArchitecture field
-CONFIG_KEYS = {"num_attention_heads": "attention_heads", "num_key_value_heads": "kv_heads",
-               "hidden_size": "hidden_size", "max_position_embeddings": "max_position_embeddings"}
-
-
-@dataclass(frozen=True)
-class Known:
-    attention_heads: int
-    kv_heads: int
-    hidden_size: int
-    max_position_embeddings: int
-    source: str
+# config.json key(s) -> ModelArchitecture field (the first key present wins)
+CONFIG_KEYS = {
+    "layers": ("num_hidden_layers",),
+    "hidden_size": ("hidden_size",),
+    "attention_heads": ("num_attention_heads",),
+    "kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "vocab_size": ("vocab_size",),
+    "experts": ("num_experts", "n_routed_experts", "num_local_experts"),
+    "experts_per_token": ("num_experts_per_tok",),
+    "moe_intermediate_size": ("moe_intermediate_size",),
+    "intermediate_size": ("intermediate_size",),
+    "max_position_embeddings": ("max_position_embeddings",),
+}
+REQUIRED = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size",
+            "max_position_embeddings")
 
 
 def _hf(name: str) -> str:
     return f"https://huggingface.co/Qwen/{name}/blob/main/config.json"
 
 
-# The values of each model's config.json on Hugging Face (num_attention_heads, num_key_value_heads, hidden_size,
-# max_position_embeddings): the seed job's model and the models of verl's DAPO NPU scripts (verl v0.7.0
-# recipe/dapo/run_dapo_qwen3_8b_base_npu.sh and its siblings).
+def _qwen(layers, hidden, heads, kv, vocab, intermediate, context, **moe) -> dict:
+    return {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "head_dim": 128, "vocab_size": vocab, "intermediate_size": intermediate,
+            "max_position_embeddings": context, "tie_word_embeddings": False, **moe}
+
+
+_QWEN3_MOE = {"num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768}
+
+# Each model's config.json on Hugging Face (the keys above): the seed job's model and the models of verl's DAPO NPU
+# scripts (verl v0.7.0 recipe/dapo/run_dapo_qwen3_8b_base_npu.sh and its siblings).
 KNOWN = {
-    "Qwen3-30B-A3B": Known(32, 4, 2048, 40960, _hf("Qwen3-30B-A3B")),
-    "Qwen3-30B-A3B-Base": Known(32, 4, 2048, 32768, _hf("Qwen3-30B-A3B-Base")),
-    "Qwen3-8B-Base": Known(32, 8, 4096, 32768, _hf("Qwen3-8B-Base")),
-    "Qwen3-14B-Base": Known(40, 8, 5120, 32768, _hf("Qwen3-14B-Base")),
-    "Qwen2.5-7B-Instruct": Known(28, 4, 3584, 32768, _hf("Qwen2.5-7B-Instruct")),
-    "Qwen2.5-32B": Known(40, 8, 5120, 131072, _hf("Qwen2.5-32B")),
+    "Qwen3-30B-A3B": (_qwen(48, 2048, 32, 4, 151936, 6144, 40960, **_QWEN3_MOE), _hf("Qwen3-30B-A3B")),
+    "Qwen3-30B-A3B-Base": (_qwen(48, 2048, 32, 4, 151936, 6144, 32768, **_QWEN3_MOE), _hf("Qwen3-30B-A3B-Base")),
+    "Qwen3-8B-Base": (_qwen(36, 4096, 32, 8, 151936, 12288, 32768), _hf("Qwen3-8B-Base")),
+    "Qwen3-14B-Base": (_qwen(40, 5120, 40, 8, 151936, 17408, 32768), _hf("Qwen3-14B-Base")),
+    "Qwen2.5-7B-Instruct": (_qwen(28, 3584, 28, 4, 152064, 18944, 32768), _hf("Qwen2.5-7B-Instruct")),
+    "Qwen2.5-32B": (_qwen(64, 5120, 40, 8, 152064, 27648, 131072), _hf("Qwen2.5-32B")),
 }
 
 
 @dataclass
 class ModelFacts:
-    attention_heads: int
-    kv_heads: int
-    hidden_size: int
-    max_position_embeddings: int
+    architecture: ModelArchitecture               # every field known
     source: str                                   # where the numbers came from, for messages
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def attention_heads(self) -> int:
+        return self.architecture.attention_heads
 
-def read_config_json(model_path: str) -> dict | None:
-    """The model's config.json (its text_config for a vision-language model), or None when it cannot be read."""
-    try:
-        data = json.loads((Path(model_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    @property
+    def kv_heads(self) -> int:
+        return self.architecture.kv_heads
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def from_config(data: dict) -> tuple[dict, bool]:
+    """A Hugging Face config.json (its text_config for a vision-language model) -> (the architecture's fields it
+    gives, whether the embeddings are tied)."""
     text = data.get("text_config")
     if "num_attention_heads" not in data and isinstance(text, dict):
         data = text
-    values = {f: data.get(k) for k, f in CONFIG_KEYS.items()}
-    if values["kv_heads"] is None:                # Hugging Face's default: as many KV heads as attention heads
+    values = {}
+    for name, keys in CONFIG_KEYS.items():
+        value = next((data[k] for k in keys if k in data), None)
+        if _int(value):
+            values[name] = value
+    if "kv_heads" not in values and "attention_heads" in values:   # Hugging Face's default: as many as heads
         values["kv_heads"] = values["attention_heads"]
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values.values()):
+    if "head_dim" not in values and values.get("attention_heads") and "hidden_size" in values:
+        values["head_dim"] = values["hidden_size"] // values["attention_heads"]
+    return values, bool(data.get("tie_word_embeddings", False))
+
+
+def read_config_json(path: Path) -> dict | None:
+    """The file's JSON object, or None when the controller cannot read it as one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
-    return values
+    return data if isinstance(data, dict) else None
 
 
-def _disagreements(spec: JobSpec, values: dict, source: str, used: str) -> list[str]:
-    arch = spec.model.architecture
-    return [f"model.architecture.{f} is {getattr(arch, f)} but {source} says {values[f]} (dapo-ops uses {used})"
-            for f in CONFIG_KEYS.values() if values[f] != getattr(arch, f)]
+def count_parameters(v: dict, tied: bool = False) -> float:
+    """Parameters, in billions, of a decoder with these fields: embeddings (and an untied head), per layer q/k/v/o,
+    the MLP (3 matrices) or the experts' MLPs and the router, and two norms."""
+    h, heads, kv, hd = v["hidden_size"], v["attention_heads"], v["kv_heads"], v["head_dim"]
+    attention = 2 * h * heads * hd + 2 * h * kv * hd
+    if v.get("experts"):
+        mlp = v["experts"] * 3 * h * v.get("moe_intermediate_size", 0) + h * v["experts"]
+    else:
+        mlp = 3 * h * v.get("intermediate_size", 0)
+    total = v["layers"] * (attention + mlp + 2 * h) + v["vocab_size"] * h * (1 if tied else 2) + h
+    return round(total / 1e9, 3)
 
 
-def _values(spec: JobSpec, path: str) -> tuple[dict, str, list[str]]:
-    """The facts, where they came from, and the warnings about the spec's architecture."""
-    name = Path(path).name
-    from_file = read_config_json(path)
-    if from_file is not None:
-        source = f"{path}/config.json"
-        return from_file, source, _disagreements(spec, from_file, source, "config.json's")
-    known = KNOWN.get(name)
-    if spec.model.architecture is not None:
-        values = {f: getattr(spec.model.architecture, f) for f in CONFIG_KEYS.values()}
-        warnings = _disagreements(spec, dataclasses.asdict(known), f"{name}'s config.json ({known.source})",
-                                  "the architecture's") if known else []
-        return values, "model.architecture", warnings
-    if known is None:   # unreachable while dapo_ops/job/spec.py requires model.architecture
-        raise SpecError(f"model.architecture: required for {name} (known models: {', '.join(KNOWN)})")
-    return dataclasses.asdict(known), known.source, []
+def _base(spec: JobSpec, path: str, model_config: Path | None) -> tuple[dict, bool, str | None]:
+    """The numbers of the model's config.json (or the known one), whether it ties its embeddings, its name."""
+    candidates = [model_config] if model_config is not None else [Path(path) / "config.json"]
+    for candidate in candidates:
+        data = read_config_json(candidate)
+        if data is not None:
+            values, tied = from_config(data)
+            return values, tied, str(candidate)
+    if model_config is not None:
+        raise SpecError(f"--model-config {model_config}: not a readable JSON object (a model's config.json)")
+    known = KNOWN.get(Path(path).name)
+    if known is not None:
+        values, tied = from_config(known[0])
+        return values, tied, f"{Path(path).name}'s config.json ({known[1]})"
+    return {}, False, None
 
 
-def model_facts(spec: JobSpec, composed: dict | None) -> ModelFacts:
+def model_facts(spec: JobSpec, composed: dict | None, model_config: Path | None = None) -> ModelFacts:
     path = read(composed, f"{AR}.model.path", spec.model.path)
-    values, source, warnings = _values(spec, path if isinstance(path, str) else spec.model.path)
+    path = path if isinstance(path, str) else spec.model.path
+    base, tied, source = _base(spec, path, model_config)
+    given = {f.name: getattr(spec.model.architecture, f.name) for f in dataclasses.fields(ModelArchitecture)
+             if getattr(spec.model.architecture, f.name) is not None}
+    warnings = [f"model.architecture.{name} is {value} but {source} says {base[name]} (dapo-ops uses the spec's)"
+                for name, value in given.items() if name in base and base[name] != value]
+    values = {**base, **given}
     overridden = read(composed, f"{AR}.model.override_config", {})
-    for key, name in CONFIG_KEYS.items():
-        if isinstance(overridden, dict) and isinstance(overridden.get(key), int):
-            values[name] = overridden[key]
-    return ModelFacts(**{f: values[f] for f in CONFIG_KEYS.values()}, source=source, warnings=warnings)
+    if isinstance(overridden, dict):
+        for name, keys in CONFIG_KEYS.items():
+            value = next((overridden[k] for k in keys if k in overridden), None)
+            if _int(value):
+                values[name] = value
+    missing = [name for name in REQUIRED if name not in values]
+    if not missing and "parameters_b" not in values:
+        if values.get("experts") and "moe_intermediate_size" not in values:
+            missing.append("moe_intermediate_size")
+        elif not values.get("experts") and "intermediate_size" not in values:
+            missing.append("intermediate_size")
+    if missing:
+        where = source or f"{path}/config.json (not readable here)"
+        raise SpecError(f"model.architecture: {', '.join(missing)} not known from {where}: pass --model-config with "
+                        f"a copy of the model's config.json, or set them under model.architecture in the spec")
+    for name in ("experts", "experts_per_token", "moe_intermediate_size", "intermediate_size"):
+        values.setdefault(name, 0)                       # a dense model's
+    if "parameters_b" not in values:
+        values["parameters_b"] = count_parameters(values, tied)
+    used = source if not given else (f"{source} and model.architecture" if source else "model.architecture")
+    return ModelFacts(ModelArchitecture(**values), used, warnings)
 
 
 def with_facts(spec: JobSpec, facts: ModelFacts) -> JobSpec:
-    """The spec with the model's facts in its architecture (what the arithmetic and the HBM estimate read)."""
-    arch = dataclasses.replace(spec.model.architecture, **{f: getattr(facts, f) for f in CONFIG_KEYS.values()})
-    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, architecture=arch))
+    """The spec with the model's whole architecture (what the arithmetic and the memory estimate read)."""
+    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, architecture=facts.architecture))

@@ -29,26 +29,28 @@ def _as_written(value: NumberText, where: str) -> SpecError:
 
 @dataclass(frozen=True)
 class ModelArchitecture:
-    """The numbers the HBM estimate needs (from the model's config.json)."""
+    """The numbers the checks and the memory estimate need. In a spec every field is optional: the model's
+    config.json (or the table of known models) gives them, and a field set here overrides it
+    (dapo_ops/job/model_facts.py); after that every field is known."""
 
-    parameters_b: float                 # total parameters, billions
-    layers: int
-    hidden_size: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    vocab_size: int
-    experts: int = 0                    # routed experts (0: dense)
-    experts_per_token: int = 0
-    moe_intermediate_size: int = 0
-    intermediate_size: int = 0
-    max_position_embeddings: int = 40960
+    parameters_b: float | None = None   # total parameters, billions (counted from the rest when not given)
+    layers: int | None = None
+    hidden_size: int | None = None
+    attention_heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    vocab_size: int | None = None
+    experts: int | None = None                 # routed experts (0: dense)
+    experts_per_token: int | None = None
+    moe_intermediate_size: int | None = None
+    intermediate_size: int | None = None
+    max_position_embeddings: int | None = None
 
 
 @dataclass(frozen=True)
 class Model:
     path: str
-    architecture: ModelArchitecture
+    architecture: ModelArchitecture = field(default_factory=ModelArchitecture)
     use_remove_padding: bool = True
     gradient_checkpointing: bool = True
 

@@ -217,7 +217,8 @@ def arithmetic(spec: JobSpec, manifest: StackManifest, names: dict[str, str] | N
             + _pinned_verl(spec, manifest, n) + missing_secrets(spec))
 
 
-def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> Validation:
+def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources,
+             model_config: Path | None = None) -> Validation:
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
     configuration's (composed.fold) with the model's facts (model_facts), then verl's own checks run offline and the
     ones reproduced from verl and vLLM (verl_checks). Without a composed configuration, the spec's own values."""
@@ -228,7 +229,7 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources) -> 
     except SpecError as exc:
         result.errors.append(str(exc))
     folded = fold(spec, result.composed) if result.composed is not None else Folded(spec)
-    facts = model_facts(folded.spec, result.composed)
+    facts = model_facts(folded.spec, result.composed, model_config)
     checked = with_facts(folded.spec, facts)
     result.errors += folded.problems + arithmetic(checked, manifest, folded.names)
     if result.composed is not None:

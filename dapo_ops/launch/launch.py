@@ -38,16 +38,17 @@ class LaunchOptions:
     force: bool = False
     break_lock: bool = False
     rehearse_only: bool = False
+    model_config: Path | None = None     # the model's config.json when model.path is not readable here
 
 
-def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int):
+def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int, model_config: Path | None = None):
     """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node) and checked with
     every check `dapo-ops validate` runs (verl's composed configuration, the arithmetic, the memory estimate).
     Returns the placed spec, its hosts and the validation (with the host memory the job needs per node)."""
     from dapo_ops.job.validate import config_sources, validate
 
     spec, hosts = place(spec, list(inventory.hosts), nodes)
-    checked = validate(spec, manifest, config_sources(None, manifest))
+    checked = validate(spec, manifest, config_sources(None, manifest), model_config)
     problems = checked.errors
     if problems:
         more = f" (and {len(problems) - 1} more: `dapo-ops validate` lists them)" if len(problems) > 1 else ""
@@ -245,7 +246,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
              steps: Steps) -> _Launch:
     """Plan the job and read the nodes' HCCL addresses (nothing changes yet), then create the run record."""
     with steps.step("plan") as step:
-        spec, hosts, checked = plan(spec, inventory, manifest, options.nodes)
+        spec, hosts, checked = plan(spec, inventory, manifest, options.nodes, options.model_config)
         backend = rehearsal.backend_for(hosts[0].vars)
         timeouts = step_timeouts(hosts[0].vars.get(TIMEOUTS_VAR), f"{hosts[0].name}: {TIMEOUTS_VAR}")
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "

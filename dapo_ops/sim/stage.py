@@ -271,7 +271,12 @@ def _split(rows: list[dict], parts: int) -> list[list[dict]]:
 
 def job_files(spec: JobSpec) -> dict[str, bytes]:
     """Absolute node path -> content: the model's config.json and tokenizer, the data files (the training rows
-    split over the training files in order, the validation rows over the validation files)."""
+    split over the training files in order, the validation rows over the validation files). The spec's model
+    architecture is resolved as validate resolves it (dapo_ops/job/model_facts.py: the known model's config.json
+    under the spec's own values), so the staged config.json is what the checks assumed."""
+    from dapo_ops.job.model_facts import model_facts, with_facts
+
+    spec = with_facts(spec, model_facts(spec, None))
     data = staged_data(spec)
     model = spec.model.path.rstrip("/")
     tokenizer = data.tokenizer

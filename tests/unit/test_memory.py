@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from dapo_ops.job.memory import GIB, hbm_estimate, hbm_problems, host_memory_estimate, host_memory_problems
+from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.spec import parse_spec
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -18,6 +19,7 @@ HBM_MB = 65536
 
 def placed(npus_per_node: int, **changes):
     spec = parse_spec(yaml.safe_load(SEED.read_text()))
+    spec = with_facts(spec, model_facts(spec, None))             # the architecture as validate resolves it
     spec = dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, nodes=2, npus_per_node=npus_per_node))
     for section, values in changes.items():
         spec = dataclasses.replace(spec, **{section: dataclasses.replace(getattr(spec, section), **values)})

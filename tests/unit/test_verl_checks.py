@@ -182,22 +182,52 @@ def test_each_mistake_is_one_line_naming_the_key(tmp_path, label, change, messag
     assert all("\n" not in error for error in report["errors"])
 
 
-def test_model_facts_come_from_config_json_when_readable(tmp_path):
+def without_architecture(data: dict) -> dict:
+    del data["model"]["architecture"]
+    return data
+
+
+def test_model_facts_come_from_config_json_when_readable_and_the_spec_may_omit_them(tmp_path):
     model = tmp_path / "Qwen3-30B-A3B"
     model.mkdir()
-    config = {"num_attention_heads": 36, "num_key_value_heads": 4, "hidden_size": 2048,
-              "max_position_embeddings": 40960}
+    config = dict(KNOWN["Qwen3-30B-A3B"][0], num_attention_heads=36)
     (model / "config.json").write_text(json.dumps(config))
-    result, _ = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    result, _ = validate(tmp_path, without_architecture(mutate("model.path", str(model))(seed())))
     assert result.returncode == 2
     assert "'num_attention_heads 36 must be divisible by ulysses_sp_size 8'" in result.stderr
     assert f"heads: {model}/config.json" in result.stderr
-    config["num_attention_heads"] = 32
-    config["max_position_embeddings"] = 16384
+    config.update(num_attention_heads=32, max_position_embeddings=16384)
     (model / "config.json").write_text(json.dumps(config))
-    result, report = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    result, report = validate(tmp_path, without_architecture(mutate("model.path", str(model))(seed())))
     assert result.returncode == 2 and "exceeds the model's max_position_embeddings 16384" in result.stderr
-    assert any("model.architecture.max_position_embeddings is 40960 but" in w for w in report["warnings"])
+    assert report["warnings"] == []
+
+
+def test_a_value_in_the_spec_overrides_config_json_with_a_warning_naming_both(tmp_path):
+    model = tmp_path / "Qwen3-30B-A3B"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(dict(KNOWN["Qwen3-30B-A3B"][0], max_position_embeddings=16384)))
+    result, report = validate(tmp_path, mutate("model.path", str(model))(seed()))
+    assert result.returncode == 0, result.stderr                 # the spec's 40960 holds prompt + response
+    assert report["warnings"] == [f"model.architecture.max_position_embeddings is 40960 but {model}/config.json "
+                                  "says 16384 (dapo-ops uses the spec's)"]
+
+
+def test_model_config_names_the_config_json_when_model_path_is_not_readable(tmp_path):
+    config = tmp_path / "copied-config.json"
+    config.write_text(json.dumps(dict(KNOWN["Qwen3-30B-A3B"][0], num_key_value_heads=3)))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(without_architecture(mutate("model.path", "/data/models/Private")(seed()))))
+    refused = run_cli("validate", job, "-i", INVENTORY)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert ("model.architecture: layers, hidden_size, attention_heads, kv_heads, head_dim, vocab_size, "
+            "max_position_embeddings not known from /data/models/Private/config.json (not readable here): pass "
+            "--model-config") in refused.stderr
+    given = run_cli("validate", job, "-i", INVENTORY, "--model-config", config)
+    assert given.returncode == 2 and f"heads: {config}" in given.stderr and "num_key_value_heads 3" in given.stderr
+    assert run_cli("render", job, "-i", INVENTORY, "--model-config", config, "-o", tmp_path / "o").returncode == 0
+    missing = run_cli("validate", job, "-i", INVENTORY, "--model-config", tmp_path / "nope.json")
+    assert missing.returncode == 2 and "--model-config" in missing.stderr and "not a readable JSON" in missing.stderr
 
 
 def test_override_config_wins_over_the_model_facts(tmp_path):
@@ -209,13 +239,20 @@ def test_a_known_model_disagreeing_with_the_architecture_is_a_warning(tmp_path):
     result, report = validate(tmp_path, mutate("model.architecture.kv_heads", 8)(seed()))
     assert result.returncode == 0, result.stderr
     assert report["warnings"] == ["model.architecture.kv_heads is 8 but Qwen3-30B-A3B's config.json "
-                                  f"({KNOWN['Qwen3-30B-A3B'].source}) says 4 (dapo-ops uses the architecture's)"]
+                                  f"({KNOWN['Qwen3-30B-A3B'][1]}) says 4 (dapo-ops uses the spec's)"]
 
 
-def test_the_seed_architecture_is_qwen3_30b_a3b_config_json():
-    arch, known = parse_spec(seed()).model.architecture, KNOWN["Qwen3-30B-A3B"]
-    assert (arch.attention_heads, arch.kv_heads, arch.hidden_size, arch.max_position_embeddings) == \
-        (known.attention_heads, known.kv_heads, known.hidden_size, known.max_position_embeddings)
+def test_the_seed_architecture_is_qwen3_30b_a3b_config_json_and_its_parameters_are_counted():
+    from dapo_ops.job.model_facts import count_parameters, from_config
+
+    arch = parse_spec(seed()).model.architecture
+    known, _ = from_config(KNOWN["Qwen3-30B-A3B"][0])
+    assert {k: getattr(arch, k) for k in known if getattr(arch, k) is not None} == \
+        {k: v for k, v in known.items() if k != "intermediate_size"}      # the spec gives no dense width (MoE)
+    assert count_parameters(known) == pytest.approx(arch.parameters_b, rel=0.002)     # 30.53 counted, 30.5 given
+    for name, given in (("Qwen2.5-32B", 32.8), ("Qwen3-8B-Base", 8.19), ("Qwen3-14B-Base", 14.77),
+                        ("Qwen2.5-7B-Instruct", 7.62)):        # as their model cards state (no biases counted)
+        assert count_parameters(from_config(KNOWN[name][0])[0]) == pytest.approx(given, rel=0.01), name
 
 
 def test_fold_names_only_what_an_override_changed():
