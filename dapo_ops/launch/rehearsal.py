@@ -12,8 +12,9 @@ from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import JobSpec
 
-# pushed to the head's run directory; the driver imports rehearsal_tcp from its own directory
-DRIVER_FILES = tuple(Path(__file__).with_name(name) for name in ("rehearsal_driver.py", "rehearsal_tcp.py"))
+# pushed to the head's run directory; the driver imports rehearsal_tcp and rehearsal_files from its own directory
+DRIVER_FILES = tuple(Path(__file__).with_name(name)
+                     for name in ("rehearsal_driver.py", "rehearsal_tcp.py", "rehearsal_files.py"))
 EVENT_PREFIX = "DAPO-REHEARSAL "
 BACKENDS = ("hccl", "gloo", "tcp")
 BACKEND_VAR = "dapo_rehearsal_backend"
@@ -21,11 +22,25 @@ BACKEND_VAR = "dapo_rehearsal_backend"
 REQUIRED_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATB_HOME_PATH")
 
 
+# HCCL waits HCCL_CONNECT_TIMEOUT + 20 s before it fails a link set-up: the 20 s tell every rank why (CANN 8.3.RC1
+# environment variable reference, HCCL_CONNECT_TIMEOUT, hiascend canncommercial/83RC1 envref_07_0149); 120 s is the
+# smallest value CANN accepts.
+HCCL_REPORT_DELAY = 20
+HCCL_CONNECT_MIN = 120
+
+
 @dataclass(frozen=True)
 class Timeouts:
     placement: float = 180.0   # placement groups ready and every actor started
     check: float = 60.0        # every actor's host/environment/device check
-    collective: float = 120.0  # the all-reduce and the SP all-to-all
+    hccl_connect: int = HCCL_CONNECT_MIN   # the HCCL_CONNECT_TIMEOUT (and HCCL_EXEC_TIMEOUT) the rehearsal's ranks get
+    report_grace: float = 25.0  # after HCCL's report: the failing rank's exception reaching the driver
+
+    @property
+    def collective(self) -> float:
+        """How long the all-reduce and the SP all-to-all may take: past HCCL's own report of a failed link, so its
+        cause reaches the user rather than the rehearsal's own "no answer"."""
+        return self.hccl_connect + HCCL_REPORT_DELAY + self.report_grace
 
     @property
     def total(self) -> float:
@@ -42,10 +57,10 @@ def backend_for(host_vars: dict) -> str:
 
 
 def required_files(spec: JobSpec) -> dict[str, str]:
-    """What every rank's node must hold: verl's TaskRunner and workers load the model (its config.json first, through
-    transformers' AutoConfig) and the parquet files on whichever node Ray places them (verl v0.7.0
-    verl/trainer/main_ppo.py: TaskRunner.run copies model.path to local and builds the datasets there)."""
-    files = {f"{spec.model.path.rstrip('/')}/config.json": "the model's config.json (model.path)"}
+    """The data files every rank's node must hold: verl's TaskRunner builds the datasets on whichever node Ray places
+    it (verl v0.7.0 verl/trainer/main_ppo.py). The model directory (config.json, tokenizer, weights) is checked on
+    each node by rehearsal_files.model_problems."""
+    files: dict[str, str] = {}
     for field, path in spec.data.paths():
         files.setdefault(path, f"the {'training' if field == 'data.train_files' else 'validation'} data ({field})")
     return files
@@ -62,10 +77,12 @@ def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeo
         "backend": backend,
         "required_env": list(REQUIRED_ENV),
         "required_files": required_files(spec),
+        "model_dir": spec.model.path.rstrip("/"),
         "chunk_bytes": chunk_bytes,
         "placement_timeout": timeouts.placement,
         "check_timeout": timeouts.check,
         "collective_timeout": timeouts.collective,
+        "hccl_connect_timeout": timeouts.hccl_connect,
     }
 
 

@@ -12,7 +12,7 @@ Collective backends:
         point-to-point messages (every pair of ranks talks, so a blocked port or a wrong interface shows up).
 
 It prints one `DAPO-REHEARSAL {json}` line per event and exits 0 when every rank passed, 1 otherwise.
-One job in one file (with rehearsal_tcp.py beside it): the rank actor and the phases that drive it are shipped
+One job in one file (with rehearsal_tcp.py and rehearsal_files.py beside it): the rank actor and the phases that drive it are shipped
 and run together on the head, so they stay together although that makes the file longer than most.
 """
 
@@ -25,9 +25,10 @@ import sys
 import time
 
 try:
-    import rehearsal_tcp  # on the head: pushed next to this file
+    import rehearsal_files  # on the head: pushed next to this file
+    import rehearsal_tcp
 except ImportError:  # imported as dapo_ops.launch.rehearsal_driver (the unit tests)
-    from dapo_ops.launch import rehearsal_tcp
+    from dapo_ops.launch import rehearsal_files, rehearsal_tcp
 
 Mailbox, chunk, interface_address, send_all = (rehearsal_tcp.Mailbox, rehearsal_tcp.chunk,
                                                 rehearsal_tcp.interface_address, rehearsal_tcp.send_all)
@@ -63,9 +64,8 @@ def build_actor_class(ray):
                     problems.append(f"{name} is not set (the CANN environment was not sourced)")
                 elif not os.path.isdir(value):
                     problems.append(f"{name}={value} is not a directory")
-            for path, what in self.config.get("required_files", {}).items():
-                if not os.path.isfile(path):
-                    problems.append(f"{path} is missing: {what} must be on every node")
+            problems += rehearsal_files.file_problems(self.config.get("required_files", {}),
+                                                      self.config.get("model_dir"))
             for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
                 value = os.environ.get(name)
                 if value != self.node["nic"]:
@@ -143,8 +143,9 @@ def build_actor_class(ray):
 
             backend = self.config["backend"]
             for name in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
-                # the job's own values (an hour) would outlast the rehearsal's deadline: a hang must fail in time
-                bound = int(self.config["collective_timeout"])
+                # the job's own values (an hour) would outlast the rehearsal: HCCL gets the rehearsal's, and the
+                # rehearsal's deadline (collective_timeout) runs past HCCL's report (that + 20 s), so HCCL says why
+                bound = int(self.config.get("hccl_connect_timeout") or self.config["collective_timeout"])
                 os.environ[name] = str(min(int(os.environ.get(name) or bound), bound))
             if backend == "hccl":
                 import torch_npu  # noqa: F401  (registers the npu device and the hccl backend)
@@ -313,6 +314,7 @@ def rehearse(config: dict) -> bool:
 
     # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
     ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
+    ray.cloudpickle.register_pickle_by_value(rehearsal_files)
     rehearsal = Rehearsal(ray, config)
     ray.init(address=config["gcs_address"], logging_level="ERROR", log_to_driver=False)
     emit("placing", ranks=rehearsal.world, nodes=len(rehearsal.nodes))

@@ -8,6 +8,9 @@ writes what the dry-mode DAPO entry point reads with the real libraries (transfo
 - a real tokenizer beside it: a small byte-level BPE that the `tokenizers` library trains here on the staged short
   prompts (tokenizer.json), with Qwen3's special tokens and a ChatML chat template (tokenizer_config.json,
   special_tokens_map.json), which `transformers.AutoTokenizer.from_pretrained(model.path)` loads;
+- weights in the layout a Hugging Face checkpoint has: model.safetensors.index.json and the SHARDS shards its
+  weight_map names, each a valid safetensors file (header length, JSON header, data) holding a few small tensors
+  (the rehearsal checks every shard against its header on every node; nothing here loads them into a model);
 - the data as verl's DAPO data is (DAPO-Math-17k and the AIME validation set): parquet with the columns
   `data_source`, `prompt` (a chat: a list of {"content", "role"}), `ability`, `reward_model` ({ground_truth, style})
   and `extra_info` ({index}); TRAIN_ROWS training rows of which OVERLONG_ROWS are longer than the job's
@@ -284,12 +287,45 @@ def job_files(spec: JobSpec) -> dict[str, bytes]:
     files = {f"{model}/config.json": _json(model_config(spec)),
              f"{model}/tokenizer.json": tokenizer.to_str().encode(),
              f"{model}/tokenizer_config.json": _json(tokenizer_config(spec, ids)),
-             f"{model}/special_tokens_map.json": _json(SPECIAL_TOKENS_MAP)}
+             f"{model}/special_tokens_map.json": _json(SPECIAL_TOKENS_MAP),
+             **weight_files(model, spec.model.architecture.layers)}
     paths = spec.data.paths()
     for field, rows in (("data.train_files", data.train), ("data.val_files", data.val)):
         mine = [p for f, p in paths if f == field]
         for path, part in zip(mine, _split(rows, len(mine))):
             files.setdefault(path, data_bytes(path, part))
+    return files
+
+
+SHARDS = 2
+
+
+def safetensors_bytes(tensors: dict[str, int]) -> bytes:
+    """A safetensors file (github.com/huggingface/safetensors, the format's README): an 8-byte little-endian header
+    length, the JSON header (dtype, shape, data_offsets per tensor), then the tensors' bytes (zeros, bf16)."""
+    header: dict = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, elements in tensors.items():
+        header[name] = {"dtype": "BF16", "shape": [elements], "data_offsets": [offset, offset + 2 * elements]}
+        offset += 2 * elements
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)                      # the header padded to 8 bytes, as safetensors writes it
+    return len(raw).to_bytes(8, "little") + raw + bytes(offset)
+
+
+def weight_files(model: str, layers: int) -> dict[str, bytes]:
+    """model.safetensors.index.json and its shards: the layers' tensors spread over SHARDS files, in order."""
+    names = [f"model.layers.{k}.self_attn.q_proj.weight" for k in range(max(1, min(layers, 8)))]
+    names = ["model.embed_tokens.weight", *names, "lm_head.weight"]
+    files, weight_map, total = {}, {}, 0
+    for index in range(SHARDS):
+        mine = names[index::SHARDS]
+        shard = f"model-{index + 1:05d}-of-{SHARDS:05d}.safetensors"
+        files[f"{model}/{shard}"] = safetensors_bytes({name: 16 for name in mine})
+        weight_map.update({name: shard for name in mine})
+        total += 32 * len(mine)
+    files[f"{model}/model.safetensors.index.json"] = _json({"metadata": {"total_size": total},
+                                                            "weight_map": dict(sorted(weight_map.items()))})
     return files
 
 

@@ -18,6 +18,8 @@ first training step, and what the product depends on, happens for real:
   (transformers' AutoTokenizer, via verl's hf_tokenizer), the model's config (AutoConfig, as verl's workers do), the
   training and validation files (datasets.load_dataset + concatenate_datasets, via verl's RLHFDataset) and the
   overlong-prompt filter when data.filter_overlong_prompts asks for it; the errors are those libraries' own;
+- the checkpoint as transformers' from_pretrained finds it: model.safetensors.index.json and each shard's header
+  through the real safetensors library (the count is `dapo_ops/weight_tensors` in step 0; no tensor is loaded);
 - with `wandb` among the loggers, wandb's own key lookup (WANDB_API_KEY, else the netrc file) as wandb.init does;
 - it opens verl's file logger like verl/utils/tracking.py FileLogger: VERL_FILE_LOGGER_PATH with "w", no
   directory created;
@@ -196,6 +198,21 @@ def rl_dataset(data_files, config, tokenizer, max_samples=-1):
     return dataframe, {"rows": total, "overlong": overlong, "filtered": filtered}
 
 
+def weight_tensors(model_path):
+    """The tensors the checkpoint holds, read as transformers' from_pretrained reads a sharded checkpoint (the index's
+    weight_map, then each shard's header through the real safetensors library): torch is a stand-in here, so no
+    tensor is loaded into a model."""
+    from safetensors import safe_open
+
+    with open(os.path.join(model_path, "model.safetensors.index.json")) as fh:
+        shards = sorted(set(json.load(fh)["weight_map"].values()))
+    count = 0
+    for shard in shards:
+        with safe_open(os.path.join(model_path, shard), framework="np") as weights:
+            count += len(list(weights.keys()))
+    return count
+
+
 def load_data(config):
     """What verl v0.7.0 verl/trainer/main_ppo.py TaskRunner.run reads before the trainer exists, on this node: the
     tokenizer (:307-308, hf_tokenizer with data.trust_remote_code), the model's config (AutoConfig, which verl's
@@ -208,6 +225,7 @@ def load_data(config):
     from transformers import AutoConfig
 
     model_config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    tensors = weight_tensors(model_path)
     train, train_counts = rl_dataset(data["train_files"], data, tokenizer, data.get("train_max_samples", -1))
     val, val_counts = rl_dataset(data["val_files"], data, tokenizer, data.get("val_max_samples", -1))
     for name, counts in (("training", train_counts), ("validation", val_counts)):
@@ -216,7 +234,7 @@ def load_data(config):
                   "(data.filter_overlong_prompts=%s, data.truncation=%s)"
                   % (counts["overlong"], counts["rows"], name, data.get("max_prompt_length"),
                      data.get("filter_overlong_prompts"), data.get("truncation")), flush=True)
-    metrics = {}
+    metrics = {"dapo_ops/weight_tensors": tensors}
     for split, counts in (("train", train_counts), ("val", val_counts)):
         metrics.update({"dapo_ops/%s_rows" % split: counts["rows"],
                         "dapo_ops/%s_rows_overlong" % split: counts["overlong"],

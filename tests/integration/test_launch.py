@@ -301,13 +301,15 @@ def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
 
 
 def test_a_rehearsal_names_each_rank_without_its_npu_device_or_its_cann_environment(fleet):
-    """/dev/davinci5 hidden on node2 (F7), and node1's CANN environment script emptied (F2: Ray and every actor on
-    node1 then run without it): the rehearsal names the first failing rank and records every rank's problem."""
-    sh(fleet["node2"], "mv /dev/davinci5 /dev/.davinci5.hidden")
+    """/dev/davinci5 hidden on node2 (F7), node2's tokenizer.json moved away (issue 25: verl builds the tokenizer on
+    every node), and node1's CANN environment script emptied (F2: Ray and every actor on node1 then run without it):
+    the rehearsal names the first failing rank and records every rank's problem."""
+    model = "/data/models/Qwen3-30B-A3B"
+    sh(fleet["node2"], f"mv /dev/davinci5 /dev/.davinci5.hidden && mv {model}/tokenizer.json /root/tokenizer.json")
     try:
         result = rehearse_with_env_script(fleet, "node1", ": >")
     finally:
-        sh(fleet["node2"], "mv /dev/.davinci5.hidden /dev/davinci5")
+        sh(fleet["node2"], f"mv /dev/.davinci5.hidden /dev/davinci5; mv /root/tokenizer.json {model}/tokenizer.json")
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].startswith(
         "dapo-ops: rehearsal failed: rank 0 on node1: ASCEND_TOOLKIT_HOME is not set (the CANN environment was not "
@@ -318,9 +320,11 @@ def test_a_rehearsal_names_each_rank_without_its_npu_device_or_its_cann_environm
     assert failed["state"] == "failed" and failed["submission_id"] is None
     failures = failed["rehearsal"]["failures"]  # one per problem and rank
     assert {f["rank"] for f in failures} == set(range(16)) | {21}
-    assert [f for f in failures if f["host"] == "node2"] == [
-        {"phase": "check", "rank": 21, "host": "node2", "waited": False,
-         "error": "/dev/davinci5 is missing (NPU 5 not visible on this node)"}]
+    tokenizer = (f"{model}/tokenizer.json is missing (and no vocab.json with merges.txt): verl builds the tokenizer "
+                 "on every node")
+    on_node2 = [f for f in failures if f["host"] == "node2"]
+    assert sorted((f["rank"], f["error"]) for f in on_node2) == sorted(
+        [(rank, tokenizer) for rank in range(16, 32)] + [(21, "/dev/davinci5 is missing (NPU 5 not visible on this node)")])
     unsourced = {(f["rank"], f["error"].split()[0]) for f in failures if f["host"] == "node1"}
     assert unsourced == {(rank, name) for rank in range(16)
                          for name in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATB_HOME_PATH")}

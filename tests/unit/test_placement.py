@@ -180,8 +180,12 @@ def test_every_node_makes_the_directories_the_job_writes_and_each_attempt_has_it
 
 def test_the_rehearsal_checks_the_model_and_data_files():
     spec = parse_spec(seed())
-    files = required_files(spec)
-    assert set(files) == {"/data/models/Qwen3-30B-A3B/config.json", spec.data.train_files, spec.data.val_files}
+    assert set(required_files(spec)) == {spec.data.train_files, spec.data.val_files}
+    from dapo_ops.launch.rehearsal import config
+
+    manifest = load_manifest()
+    nodes = pick_nodes(place(spec, [host("a"), host("b")])[1], manifest, {"a": "10.1.0.1", "b": "10.1.0.2"})
+    assert config(spec, nodes, "tcp")["model_dir"] == "/data/models/Qwen3-30B-A3B"   # checked on every node
 
 
 @pytest.mark.parametrize("nodes", [0, -1])

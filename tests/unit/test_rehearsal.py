@@ -2,6 +2,7 @@
 the tcp backend's mailbox (over loopback)."""
 
 import json
+import struct
 import socket
 import threading
 import time
@@ -27,12 +28,25 @@ def event_line(event, **fields):
 
 def test_config_lists_the_nodes_in_rank_order_with_the_sp_size_and_deadlines():
     spec = load_spec(PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml")
-    config = rehearsal.config(spec, NODES, "tcp", rehearsal.Timeouts(placement=10, check=5, collective=7))
+    config = rehearsal.config(spec, NODES, "tcp", rehearsal.Timeouts(placement=10, check=5, hccl_connect=7,
+                                                                     report_grace=3))
     assert config["nodes"] == [{"name": "node1", "ip": "10.0.0.1", "nic": "eth1"},
                                {"name": "node2", "ip": "10.0.0.2", "nic": "eth1"}]
     assert (config["sp_size"], config["backend"]) == (8, "tcp")
     assert set(config["required_files"]) == set(rehearsal.required_files(spec))
-    assert (config["placement_timeout"], config["check_timeout"], config["collective_timeout"]) == (10, 5, 7)
+    assert (config["placement_timeout"], config["check_timeout"], config["collective_timeout"]) == (10, 5, 30)
+    assert config["hccl_connect_timeout"] == 7
+
+
+def test_the_rehearsal_waits_past_hccls_own_report_of_a_failed_link():
+    """HCCL fails a link set-up HCCL_CONNECT_TIMEOUT + 20 s in (CANN's reference): the rehearsal's collective
+    deadline, and the driver's wait for it, must outlast that, or the user sees "no answer" instead of HCCL's cause."""
+    timeouts = rehearsal.Timeouts()
+    assert timeouts.hccl_connect == 120                     # CANN's smallest HCCL_CONNECT_TIMEOUT
+    assert timeouts.collective > timeouts.hccl_connect + rehearsal.HCCL_REPORT_DELAY
+    config = rehearsal.config(load_spec(PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"), NODES, "hccl")
+    assert config["hccl_connect_timeout"] + 20 < config["collective_timeout"]
+    assert timeouts.total > 2 * timeouts.placement + 2 * timeouts.check + timeouts.collective
     assert "ASCEND_TOOLKIT_HOME" in config["required_env"]
     json.dumps(config)
 
@@ -230,17 +244,71 @@ def test_failures_that_say_what_broke_come_before_those_that_only_waited():
     assert [f["rank"] for f in rehearsal_driver.by_cause(failures)] == [5, 9, 0, 1]
 
 
+def safetensors_file(path, tensors: dict[str, int]) -> None:
+    """A safetensors file as the format lays it out: header length (u64 LE), JSON header, the tensors' bytes."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, size in tensors.items():
+        header[name] = {"dtype": "BF16", "shape": [size // 2], "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def model_dir(root):
+    model = root / "Qwen3-30B-A3B"
+    model.mkdir()
+    for name in ("config.json", "tokenizer_config.json", "tokenizer.json"):
+        (model / name).write_text("{}")
+    safetensors_file(model / "model-00001-of-00002.safetensors", {"a.weight": 64, "b.weight": 32})
+    safetensors_file(model / "model-00002-of-00002.safetensors", {"c.weight": 16})
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 112}, "weight_map": {
+        "a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00001-of-00002.safetensors",
+        "c.weight": "model-00002-of-00002.safetensors"}}))
+    return model
+
+
 def test_a_rank_names_the_model_and_data_files_its_node_lacks(tmp_path, monkeypatch):
     ray, [actor] = ranks(1, tmp_path, monkeypatch)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = model_dir(tmp_path)
     train = tmp_path / "train.parquet"
     train.write_bytes(b"PAR1")
-    actor.config["required_files"] = {str(model / "config.json"): "the model's config.json (model.path)",
-                                      str(train): "the training data (data.train_files)",
+    actor.config["required_files"] = {str(train): "the training data (data.train_files)",
                                       str(tmp_path / "val.parquet"): "the validation data (data.val_files)"}
+    actor.config["model_dir"] = str(model)
     problems = actor.check()["problems"]
     assert f"{tmp_path / 'val.parquet'} is missing: the validation data (data.val_files) must be on every node" \
         in problems
-    assert not any("config.json" in p or "train.parquet" in p for p in problems)
+    assert not any(str(model) in p or "train.parquet" in p for p in problems), problems
+    (model / "tokenizer.json").unlink()
+    shard = model / "model-00002-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-4])                        # a copy cut short
+    problems = actor.check()["problems"]
+    assert f"{model}/tokenizer.json is missing (and no vocab.json with merges.txt): verl builds the tokenizer on " \
+        "every node" in problems
+    assert any(p.startswith(f"{shard} is ") and "its header says" in p for p in problems), problems
+
+
+def test_the_model_check_reads_every_shard_the_index_names_and_nothing_outside(tmp_path):
+    from dapo_ops.launch.rehearsal_files import model_problems
+
+    model = model_dir(tmp_path)
+    assert model_problems(str(model)) == []
+    (model / "model-00002-of-00002.safetensors").unlink()
+    assert model_problems(str(model)) == [f"{model}/model-00002-of-00002.safetensors is missing: a weight shard the "
+                                          "index names"]
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../../etc/passwd"}}))
+    assert model_problems(str(model)) == [f"{model}/model.safetensors.index.json names '../../etc/passwd', which is "
+                                          "not a file in the model directory"]
+    (model / "model.safetensors.index.json").write_text("[1, 2]")
+    assert "is not a safetensors index" in model_problems(str(model))[0]
+    (model / "model.safetensors.index.json").unlink()
+    assert model_problems(str(model)) == [f"{model} holds no weights (model.safetensors.index.json or "
+                                          "model.safetensors): vLLM's ranks and the actor's rank 0 load them on "
+                                          "this node"]
+    (model / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 40))     # a header length no file has
+    assert "truncated or not a safetensors file" in model_problems(str(model))[0]
+    safetensors_file(model / "model.safetensors", {"w": 8})
+    (model / "tokenizer.json").unlink()
+    (model / "vocab.json").write_text("{}")
+    (model / "merges.txt").write_text("#version: 0.2\n")
+    assert model_problems(str(model)) == []                              # a BPE vocabulary is a tokenizer too

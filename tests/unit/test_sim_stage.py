@@ -44,11 +44,25 @@ def rendered(messages, add_generation_prompt=True):
 def test_the_job_gets_a_model_config_a_tokenizer_and_its_data_files(files):
     config = json.loads(files[f"{MODEL}/config.json"])
     assert config["num_hidden_layers"] == 48 and config["num_experts"] == 128 and config["model_type"] == "qwen3_moe"
+    shards = [f"model-0000{k}-of-00002.safetensors" for k in (1, 2)]
     assert set(files) == {f"{MODEL}/{name}" for name in ("config.json", "tokenizer.json", "tokenizer_config.json",
-                                                          "special_tokens_map.json")} | {SPEC.data.train_files,
-                                                                                         SPEC.data.val_files}
+                                                          "special_tokens_map.json", "model.safetensors.index.json",
+                                                          *shards)} | {SPEC.data.train_files, SPEC.data.val_files}
     for path in (SPEC.data.train_files, SPEC.data.val_files):
         assert files[path][:4] == files[path][-4:] == b"PAR1"
+
+
+def test_the_weights_are_a_sharded_safetensors_checkpoint_the_rehearsal_accepts(files, tmp_path):
+    from dapo_ops.launch.rehearsal_files import model_problems
+
+    index = json.loads(files[f"{MODEL}/model.safetensors.index.json"])
+    assert sorted(set(index["weight_map"].values())) == [f"model-0000{k}-of-00002.safetensors" for k in (1, 2)]
+    for path, data in files.items():
+        if path.startswith(MODEL):
+            (tmp_path / path.rsplit("/", 1)[1]).write_bytes(data)
+    assert model_problems(str(tmp_path)) == []
+    header_length = int.from_bytes(files[f"{MODEL}/model-00001-of-00002.safetensors"][:8], "little")
+    assert header_length % 8 == 0                                  # padded as the safetensors writer pads it
 
 
 def test_the_data_has_dapo_math_s_columns(files):
