@@ -109,6 +109,11 @@ class StackManifest:
     lock: LockConfig | None = None
     job_imports: tuple = ()              # dapo_ops.stack.imports.JobImport, the manifest's job_imports
 
+    def vendor_hdk(self) -> tuple[tuple[str, ...], str]:
+        """(driver major.minor series the vendor pairs with the pinned CANN, where that pairing is written)."""
+        data = self.raw.get("vendor_hdk") or {}
+        return tuple(str(s) for s in data.get("series") or ()), str(data.get("source") or "")
+
     def artifact(self, key: str) -> Artifact:
         try:
             return self.artifacts[key]

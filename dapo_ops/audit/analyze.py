@@ -12,7 +12,7 @@ from dapo_ops.audit.closure import Locks, closure_findings, load_host_locks, loa
 from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
 from dapo_ops.audit.majority import majority_findings
-from dapo_ops.audit.model import COMPONENTS, ERROR, WARNING, AuditReport, Finding, HostReport, Thresholds
+from dapo_ops.audit.model import COMPONENTS, ERROR, INFO, WARNING, AuditReport, Finding, HostReport, Thresholds
 from dapo_ops.audit.npus import fact_value, npu_findings
 from dapo_ops.errors import ParseError
 from dapo_ops.manifest import ASCEND_COMPONENTS, StackManifest
@@ -76,6 +76,18 @@ def _ascend_findings(host: str, values: dict, components: dict, manifest: StackM
     findings += [Finding(host, None, ERROR, "incompatible", problem.rule, problem.message)
                  for problem in check_compatibility(driver, firmware, toolkit).problems]
     return findings
+
+
+def _vendor_pairing(host: str, components: dict, manifest: StackManifest) -> list[Finding]:
+    """Information, not an error: a driver outside the HDK series Huawei pairs with the pinned CANN (the manifest's
+    vendor_hdk; the pin itself is the seed's pair, outside it on purpose)."""
+    series, source = manifest.vendor_hdk()
+    driver, cann = components.get("driver"), manifest.artifact("cann_toolkit").version
+    if not series or not driver or ".".join(str(driver).split(".")[:2]) in series:
+        return []
+    return [Finding(host, None, INFO, "hdk-outside-vendor-pairing", "driver",
+                    f"driver {driver} is outside the HDK Huawei pairs with CANN {cann} ({', '.join(series)}.x: "
+                    f"{source}); dapo-ops pins the pair the seed's author ran", ", ".join(series), str(driver))]
 
 
 def _python_stack_findings(host: str, values: dict, manifest: StackManifest) -> list[Finding]:
@@ -158,6 +170,7 @@ def analyze_host(raw: HostRaw, manifest: StackManifest, thresholds: Thresholds,
     report.findings += _ascend_findings(raw.host, values, report.components, manifest)
     report.findings += _python_stack_findings(raw.host, values, manifest)
     _closure(raw, values, report, manifest, locks or {})
+    report.notes += _vendor_pairing(raw.host, report.components, manifest)
     npu_findings(raw, values, report, manifest, thresholds)
     return report
 

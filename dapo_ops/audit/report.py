@@ -46,8 +46,12 @@ def print_report(report: AuditReport, manifest: StackManifest, console: Console)
     print_closure(report, console)
     if report.findings:
         console.print(_findings_table(report))
-    for note in report.notes:
-        console.print(_plain(f"note: {note.host}: {note.message}", style="dim"), highlight=False)
+    hosts_of: dict[str, list[str]] = {}
+    for note in report.notes:                   # one line per message, naming its hosts (32 nodes, one line)
+        hosts_of.setdefault(note.message, []).append(note.host)
+    for message, hosts in hosts_of.items():
+        where = ", ".join(hosts) if len(hosts) <= 3 else f"{len(hosts)} hosts ({hosts[0]} ... {hosts[-1]})"
+        console.print(_plain(f"note: {where}: {message}", style="dim"), highlight=False)
     verdict = ("[red]interrupted: partial audit[/red] " if report.interrupted else "")
     console.print(f"{verdict}{len(report.hosts)} host(s), {len(report.errors)} error(s), "
                   f"{len(report.warnings)} warning(s)", highlight=False)

@@ -1,5 +1,5 @@
 """The memory a DAPO job needs, estimated before any NPU is allocated (pure): HBM per NPU for each phase, and host
-memory per node. What verl v0.7.0 and vllm-ascend v0.11.0rc1 really hold, read in their source:
+memory per node. What verl and vllm-ascend at the pinned tags really hold, read in their source:
 
 - The FSDP actor is built in fp32 (verl/workers/fsdp_workers.py:324-326, `torch.float32 if self._is_actor`), the
   reference in bf16; FSDP gathers one unit at a time in bf16 (mixed precision `param_dtype`), and the one after it

@@ -14,7 +14,7 @@
   "FRACTAL_NZ mode is enabled. ... Please set VLLM_ASCEND_ENABLE_NZ=0." (its own default, vllm_ascend/envs.py, is 1;
   the render always exports the spec's value, 0 by default).
 - HCCL_CONNECT_TIMEOUT is an integer in [120, 7200] s and HCCL_EXEC_TIMEOUT in [0, 2147483647] s on Atlas A2 (0: no
-  timeout): CANN 8.3.RC1 environment variable reference, hiascend canncommercial/83RC1 maintenref/envvar
+  timeout): the pinned CANN's environment variable reference, hiascend canncommercial/83RC1 maintenref/envvar
   envref_07_0149 (HCCL_CONNECT_TIMEOUT) and the HCCL_EXEC_TIMEOUT page beside it.
 - A rollout quantization: verl v0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py accepts only fp8 and
   torchao, and vllm-ascend v0.11.0rc1 vllm_ascend/platform.py lists only "ascend" (`supported_quantization`), which
@@ -36,7 +36,7 @@ OWN_FIELDS = {"TASK_QUEUE_ENABLE": "env.task_queue_enable", "PYTORCH_NPU_ALLOC_C
               "VLLM_ASCEND_ENABLE_NZ": "env.vllm_ascend_enable_nz", "VLLM_USE_V1": "env.vllm_use_v1",
               "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "env.ray_noset_ascend_rt_visible_devices"}
 ROLLOUT = "actor_rollout_ref.rollout"
-CANN_ENV_PAGE = "CANN 8.3.RC1 environment variables (hiascend canncommercial/83RC1, maintenref/envvar)"
+CANN_ENV_PAGE = "CANN's environment variable reference, hiascend canncommercial/83RC1 maintenref/envvar"
 HCCL_TIMEOUT_RANGES = {"hccl_connect_timeout": ("HCCL_CONNECT_TIMEOUT", 120, 7200),
                        "hccl_exec_timeout": ("HCCL_EXEC_TIMEOUT", 0, 2147483647)}
 VERL_ROLLOUT_QUANTIZATION = ("fp8", "torchao")      # verl vllm_async_server.py _SUPPORTED_QUANTIZATION

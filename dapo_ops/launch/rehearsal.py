@@ -22,9 +22,9 @@ BACKEND_VAR = "dapo_rehearsal_backend"
 REQUIRED_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATB_HOME_PATH")
 
 
-# HCCL waits HCCL_CONNECT_TIMEOUT + 20 s before it fails a link set-up: the 20 s tell every rank why (CANN 8.3.RC1
-# environment variable reference, HCCL_CONNECT_TIMEOUT, hiascend canncommercial/83RC1 envref_07_0149); 120 s is the
-# smallest value CANN accepts.
+# HCCL waits HCCL_CONNECT_TIMEOUT + 20 s before it fails a link set-up: the 20 s tell every rank why (the pinned
+# CANN's environment variable reference, HCCL_CONNECT_TIMEOUT, hiascend canncommercial/83RC1 envref_07_0149); 120 s
+# is the smallest value CANN accepts.
 HCCL_REPORT_DELAY = 20
 HCCL_CONNECT_MIN = 120
 

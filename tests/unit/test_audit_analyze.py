@@ -54,6 +54,21 @@ def test_clean_fleet_has_no_findings_and_matches_the_schema(tmp_path, manifest):
     assert document["hosts"]["node1"]["components"]["driver"] == manifest.artifact("driver").version
 
 
+def test_a_driver_outside_the_vendors_pairing_for_the_cann_is_noted_not_judged(manifest):
+    """The pin is the seed's pair (HDK 25.0) although Huawei's installer pairs the pinned CANN with HDK 25.3
+    (stack/manifest.yml vendor_hdk): the audit says so for each host, as information."""
+    report = analyze([host_raw("node1")], manifest)
+    assert report.findings == [] and report.to_dict()["summary"]["clean"]
+    series, source = manifest.vendor_hdk()
+    assert series == ("25.3",) and "CANN_8.3.RC1.json" in source
+    [note] = [n for n in report.notes if n.code == "hdk-outside-vendor-pairing"]
+    assert note.severity == "info" and note.host == "node1" and note.actual == manifest.artifact("driver").version
+    assert note.message.startswith(f"driver {manifest.artifact('driver').version} is outside the HDK Huawei pairs "
+                                   f"with CANN {manifest.artifact('cann_toolkit').version} (25.3.x: ascend-deployer")
+    inside = dataclasses.replace(manifest, raw={**manifest.raw, "vendor_hdk": {"series": ["25.0"], "source": "x"}})
+    assert not [n for n in analyze([host_raw("node1")], inside).notes if n.code == "hdk-outside-vendor-pairing"]
+
+
 def test_each_fault_gives_its_finding_on_the_right_host_and_npu(tmp_path, manifest):
     raws = [
         host_raw("node1", "faults"),  # npu3 health Warning, npu1 missing, npu0 link DOWN, npu2 at 97 C
