@@ -45,8 +45,8 @@ options:
     elements: int
     default: []
   hccn_ids:
-    description: NPU ids to query with hccn_tool (-link, -net_health, -ip, -netdetect, -gateway); outputs C(link<N>),
-      C(net_health<N>), C(ip<N>), C(netdetect<N>), C(gateway<N>).
+    description: NPU ids to query with hccn_tool (-link, -net_health, -ip, -netdetect, -gateway, -tls); outputs
+      C(link<N>), C(net_health<N>), C(ip<N>), C(netdetect<N>), C(gateway<N>), C(tls<N>).
     type: list
     elements: int
     default: []
@@ -134,7 +134,7 @@ def main():
     for npu in p["board_ids"]:
         commands["board%d" % npu] = ["npu-smi", "info", "-t", "board", "-i", str(npu)]
     for npu in p["hccn_ids"]:
-        for query in ("link", "net_health", "ip", "netdetect", "gateway"):
+        for query in ("link", "net_health", "ip", "netdetect", "gateway", "tls"):
             commands["%s%d" % (query, npu)] = [p["hccn_tool"], "-i", str(npu), "-" + query, "-g"]
     for name, argv in commands.items():
         if not argv or not module.get_bin_path(argv[0]):

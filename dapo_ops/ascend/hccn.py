@@ -101,6 +101,8 @@ def _host_problems(host: str, plan: dict) -> list[str]:
         value = str(plan.get(knob) or "")
         if value and _ip(value) is None:
             problems.append(f"{knob} {value!r} is not an IPv4 address")
+    if str(plan.get("tls", "")).strip().lower() not in ("", "on", "off", "true", "false", "1", "0", "none"):
+        problems.append(f"dapo_npu_tls {plan.get('tls')!r} is not on or off")
     return problems + _gateway_problems(_ip(plan.get("gateway") or ""), subnets, good)
 
 

@@ -1,4 +1,5 @@
-"""Parsers of hccn_tool's output for one NPU NIC: -link, -net_health, -ip, -gateway, -netdetect and -ping (``-g``).
+"""Parsers of hccn_tool's output for one NPU NIC: -link, -net_health, -ip, -gateway, -netdetect, -tls and -ping
+(``-g``).
 
 Each takes the raw text (and the command it came from, for the error) and returns the reading; malformed or
 truncated output raises ``ParseError`` naming the command. These are the readings vllm-ascend's multi-node
@@ -157,3 +158,19 @@ def parse_hccn_ping(text: str, command: str = "hccn_tool -i N -ping -g address A
         if not (line.startswith("recv seq=") or line.startswith("recv time out")):
             where.fail("unexpected line")
     Where(command).fail("truncated: no 'N packets transmitted, ...' summary")
+
+
+_TLS_SWITCH = re.compile(r"\btls[ _]switch\s*(?:\[\s*([01])\s*\]|[:=]\s*([01])\b)", re.IGNORECASE)
+
+
+def parse_hccn_tls(text: str, command: str = "hccn_tool -i N -tls -g") -> bool:
+    """The NPU NIC's TLS switch (True: on) from the 'tls switch[N]' (or 'tls switch:N') field of -tls -g, as the
+    public sample in Ascend/mind-cluster docs/en/faultdiag/user_guide/03_collecting_logs.md prints it
+    (docs/ascend-formats.md §3.3); the rest of the line (preconfigured certificates, alarm threshold) is not read."""
+    where = Where(command)
+    lines = _nonblank(text, where)
+    for line_no, line in enumerate(lines, 1):
+        found = _TLS_SWITCH.search(line)
+        if found:
+            return (found.group(1) or found.group(2)) == "1"
+    where.at(1, lines[0]).fail("expected 'tls switch[0|1]'")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dapo_ops.ascend import hccn
 from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_hccn_link, parse_hccn_net_health,
-                                       parse_hccn_netdetect)
+                                       parse_hccn_netdetect, parse_hccn_tls)
 from dapo_ops.errors import ParseError
 
 
@@ -40,6 +40,20 @@ def nic_problems(outputs: dict[str, dict], npu_ids: list[int]) -> list[str]:
     return problems
 
 
+def tls_wanted(value) -> bool | None:
+    """The plan's TLS switch: True (on), False (off) or None (leave it); YAML's bare on/off arrive as booleans."""
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "":
+        return None
+    if text in ("on", "true", "1", "enable"):
+        return True
+    if text in ("off", "false", "0", "disable"):
+        return False
+    raise ParseError("dapo_npu_tls", f"{value!r} is not on or off")
+
+
 def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
     """What the NICs report (ip<N>, gateway<N>, netdetect<N> outputs) against the plan ({device_ips, netmask,
     gateway, netdetect}; an empty gateway / netdetect is not checked: the role leaves those as they are)."""
@@ -50,6 +64,8 @@ def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:
              (str(address), str(plan.get("netmask")))),
             ("gateway", parse_hccn_gateway, "-gateway", lambda g: g, plan.get("gateway") or None),
             ("netdetect", parse_hccn_netdetect, "-netdetect", lambda a: a, plan.get("netdetect") or None),
+            ("tls", parse_hccn_tls, "-tls", lambda on: "on" if on else "off",
+             {True: "on", False: "off", None: None}[tls_wanted(plan.get("tls"))]),
         )
         for name, parse, flag, value_of, want in readings:
             if want is None:
@@ -85,7 +101,7 @@ def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> li
     netdetect<N> outputs): per NPU its address (-ip -s address A netmask M) first, then the gateway (-gateway -s
     gateway G, which must lie in that subnet), then the link-detection address (-netdetect -s address D); only
     what differs (a reading the tool did not give counts as different), and nothing for an empty gateway /
-    netdetect."""
+    netdetect; last the TLS switch (-tls -s enable 0|1) when the plan sets one."""
     commands = []
     netmask = str(plan.get("netmask"))
     for npu, address in enumerate(plan.get("device_ips") or []):
@@ -101,6 +117,9 @@ def planned_commands(outputs: dict[str, dict], plan: dict, hccn_tool: str) -> li
         if netdetect and _reading(outputs, f"netdetect{npu}", parse_hccn_netdetect,
                                   f"hccn_tool -i {npu} -netdetect -g") != netdetect:
             commands.append(base + ["-netdetect", "-s", "address", netdetect])
+        tls = tls_wanted(plan.get("tls"))
+        if tls is not None and _reading(outputs, f"tls{npu}", parse_hccn_tls, f"hccn_tool -i {npu} -tls -g") != tls:
+            commands.append(base + ["-tls", "-s", "enable", "1" if tls else "0"])
     return commands
 
 

@@ -13,7 +13,7 @@ from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.fact import Fact, all_facts
 from dapo_ops.audit.majority import majority_findings
 from dapo_ops.audit.model import COMPONENTS, ERROR, INFO, WARNING, AuditReport, Finding, HostReport, Thresholds
-from dapo_ops.audit.npus import fact_value, npu_findings
+from dapo_ops.audit.npus import fact_value, npu_findings, tls_findings
 from dapo_ops.errors import ParseError
 from dapo_ops.manifest import ASCEND_COMPONENTS, StackManifest
 from dapo_ops.stackcheck import python_stack_problems
@@ -185,4 +185,5 @@ def analyze(raws: list[HostRaw], manifest: StackManifest, thresholds: Thresholds
         locks.update(load_host_locks(raws))
     reports = [analyze_host(raw, manifest, thresholds or Thresholds(), facts, locks) for raw in raws]
     majority_findings(reports, manifest)
+    tls_findings(reports)
     return AuditReport(manifest.name, reports, interrupted)

@@ -94,13 +94,14 @@ class DeviceFacts:
     link: str | None
     health: str | None
     ip: dict | None
+    tls: dict | None = None
 
     @classmethod
     def read(cls, values: dict, devices: Devices, device: int) -> DeviceFacts:
         npu_id = devices.npu_id(device)
         return cls(fact_value(values, f"board.{npu_id}") if npu_id is not None else None,
                    fact_value(values, f"link.{device}"), fact_value(values, f"net_health.{device}"),
-                   fact_value(values, f"ip.{device}"))
+                   fact_value(values, f"ip.{device}"), fact_value(values, f"tls.{device}"))
 
 
 def _npu_row(device: int, chip: dict | None, facts: DeviceFacts) -> dict[str, Any]:
@@ -112,6 +113,7 @@ def _npu_row(device: int, chip: dict | None, facts: DeviceFacts) -> dict[str, An
         "hbm_used_mb": chip["hbm_used_mb"] if chip else None, "hbm_total_mb": chip["hbm_total_mb"] if chip else None,
         "firmware": board.get("firmware_version"), "compatibility": board.get("compatibility"),
         "link": facts.link, "net_health": facts.health, "ip": ip.get("address"),
+        "tls": None if facts.tls is None else ("on" if facts.tls["enabled"] else "off"),
     }
 
 
@@ -230,3 +232,41 @@ def npu_findings(raw: HostRaw, values: dict, report: HostReport, manifest: Stack
         if chip is not None:
             report.findings += _device_findings(host, device, chip, facts, devices, thresholds, pinned_fw)
     report.findings[:] = _not_of_a_missing_device(report.findings, devices.multi)
+
+
+def tls_findings(reports: list[HostReport]) -> None:
+    """Every NPU of a fleet (or a run) must share the NIC's TLS switch: HCCL's links between NPUs whose switches
+    differ never come up, the set-up waits HCCL_CONNECT_TIMEOUT (+20 s) and names no cause, and HDK checks the
+    switches up front only from 25.2 on. Mixed switches are an error on each host holding the fewer state (both
+    states, when they are as many), listing its NPUs."""
+    states = [(r, row["id"], row["tls"]) for r in reports if r.reachable for row in r.npus if row.get("tls")]
+    counts = {state: sum(1 for _, _, s in states if s == state) for state in ("on", "off")}
+    if not counts["on"] or not counts["off"]:
+        return
+    odd = {min(counts, key=counts.get)} if counts["on"] != counts["off"] else {"on", "off"}
+    for report in reports:
+        for state in sorted(odd):
+            npus = [device for r, device, s in states if r is report and s == state]
+            if not npus:
+                continue
+            other = "off" if state == "on" else "on"
+            report.findings.append(Finding(
+                report.host, None, ERROR, "npu-tls-mixed", "nic",
+                f"NPU NIC TLS is {state} on {report.host}'s NPUs {_ranges(npus)} but {other} on {counts[other]} of "
+                f"the {len(states)} NPUs audited: HCCL's links between them hang until HCCL_CONNECT_TIMEOUT; set "
+                "dapo_npu_tls for the fleet (the hccl_network role applies it) or hccn_tool -i N -tls -s enable 0|1",
+                other, state))
+
+
+def _ranges(ids: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, ids = [], sorted(ids)
+    start = prev = ids[0]
+    for n in ids[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)

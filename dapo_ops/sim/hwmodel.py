@@ -24,6 +24,7 @@ NODE_KNOBS = {
     "hdk": "'out-of-range': start on an incompatible driver/firmware pair (24.1.rc2 + 7.3.0.1.231)",
     "installer": "'dkms-fail': the driver installer fails with 'Dkms install failed'",
     "driver-half-installed": "start with driver version.info present but driver/tools/upgrade-tool missing",
+    "tls": "on | off: every NPU NIC's TLS switch (hccn_tool -tls; default off, as the public hccn.conf samples)",
     "host-mem-gib": f"the node's memory in GiB, as its /proc/meminfo reports it (default {SIM_HOST_MEM_GIB})",
 }
 NPU_KNOBS = {
@@ -57,6 +58,7 @@ VALUE_RULES = {
     "health": (lambda v: v in HEALTH_VALUES[1:], f"must be one of {', '.join(HEALTH_VALUES[1:])}"),
     "temp": (str.isdigit, "must be a whole number"),
     "hbm-used": (str.isdigit, "must be a whole number"),
+    "tls": (lambda v: v in ("on", "off"), "must be on or off"),
     "host-mem-gib": (lambda v: v.isdigit() and 0 < int(v) <= 1 << 20, "must be a whole number of GiB (1-1048576)"),
     "link": (lambda v: v in ("UP", "DOWN"), "must be UP or DOWN"),
     "roce": (lambda v: v == "unreachable", "accepts only 'unreachable'"),
@@ -180,6 +182,7 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
             "netmask": "255.255.255.0",
             "netdetect": None,
             "gateway": None,
+            "tls": 0,
         })
     model = {
         "hostname": name,
@@ -202,6 +205,9 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         if fault.npu is None:
             if fault.knob == "host-mem-gib":
                 model["host_mem_gib"] = int(fault.value)
+            elif fault.knob == "tls":
+                for npu in npus:
+                    npu["tls"] = 1 if fault.value == "on" else 0
             continue
         npu = npus[fault.npu]
         if fault.knob == "health":

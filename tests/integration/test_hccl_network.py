@@ -107,6 +107,36 @@ def test_a_down_link_a_faulty_nic_and_a_missing_address_are_named_by_the_audit_a
     assert "address_5=10.20.2.16" in sh(node2, "cat /etc/hccn.conf").stdout
 
 
+def test_npu_tls_switches_that_differ_fail_the_audit_and_the_role_brings_them_to_the_inventory_s(fleet, tmp_path):
+    """Issue 25: node2's NPU NICs have TLS on, node1's off (HCCL's links between them would hang until
+    HCCL_CONNECT_TIMEOUT). The audit names both hosts (as many on as off) and TLS; `dapo_npu_tls: off` (a bare YAML
+    off, which Ansible reads as false) makes the hccl_network role switch node2's off, after which the audit is clean
+    of it and a second run changes nothing."""
+    node2 = fleet["node2"]
+    for npu in range(8):
+        set_npu(node2, npu, tls=1)
+
+    def tls_findings():
+        audited = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json", "--npus-per-node", "8"],
+                                 capture_output=True, text=True, timeout=300)
+        return audited, [f for f in json.loads(audited.stdout)["findings"] if f["code"] == "npu-tls-mixed"]
+
+    audited, mixed = tls_findings()
+    assert audited.returncode == 1, audited.stderr
+    assert sorted((f["host"], f["actual"]) for f in mixed) == [("node1", "off"), ("node2", "on")]
+    assert mixed[1]["message"].startswith("NPU NIC TLS is on on node2's NPUs 0-7 but off on 8 of the 16 NPUs")
+    inventory = plan_inventory(tmp_path / "p.yml")
+    inventory.write_text(inventory.read_text().replace("hccl_network_enabled: true",
+                                                       "hccl_network_enabled: true\n    dapo_npu_tls: off"))
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
+    assert rc == 0, output[-3000:]
+    assert "changed: [node2] => (item=-i 0 -tls -s enable 0)" in output
+    assert "tls_enable_0=0" in sh(node2, "cat /etc/hccn.conf").stdout
+    assert tls_findings()[1] == []
+    rc, output, recap = playbook("--tags", "hccl", extra_inventory=inventory)
+    assert rc == 0 and all(r["changed"] == 0 for r in recap.values()), recap
+
+
 def test_a_cut_off_npu_port_fails_the_ping_naming_host_npu_and_peer(sim, tmp_path):
     sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True, faults=("node2.npu3:roce=unreachable",)))
     rc, output, recap = playbook("--tags", "hccl", extra_inventory=plan_inventory(tmp_path / "p.yml"))

@@ -54,6 +54,34 @@ def test_clean_fleet_has_no_findings_and_matches_the_schema(tmp_path, manifest):
     assert document["hosts"]["node1"]["components"]["driver"] == manifest.artifact("driver").version
 
 
+def with_tls(raw, states: dict[int, int]):
+    """The host's recorded outputs with hccn_tool -tls -g answering `states` (device -> 0/1) in the documented
+    layout (docs/ascend-formats.md §3.3)."""
+    outputs = dict(raw.outputs)
+    for device, on in states.items():
+        outputs[f"tls.{device}"] = (0, f"dev_id:{device}, tls switch[{on}](0:disable, 1:enable), tls "
+                                       "preconfigured[1](0:non-preset, 1:preset), tls alarm time threshold[60]days\n")
+    return dataclasses.replace(raw, outputs=outputs)
+
+
+def test_npu_tls_switches_that_differ_across_the_fleet_are_an_error_on_the_hosts_holding_the_fewer_state(manifest):
+    npus = host_raw("node1").npus_expected                 # the recorded bundle's host has 4
+    same = [with_tls(host_raw(name), dict.fromkeys(range(npus), 0)) for name in ("node1", "node2", "node3")]
+    report = analyze(same, manifest)
+    assert report.findings == [] and {row["tls"] for row in report.hosts[0].npus} == {"off"}
+    jsonschema.validate(report.to_dict(), SCHEMA)
+    mixed = same[:2] + [with_tls(host_raw("node3"), {**dict.fromkeys(range(npus), 0), 1: 1, 3: 1})]
+    report = analyze(mixed, manifest)
+    [finding] = report.errors
+    assert (finding.host, finding.code, finding.expected, finding.actual) == ("node3", "npu-tls-mixed", "off", "on")
+    assert finding.message.startswith("NPU NIC TLS is on on node3's NPUs 1, 3 but off on 10 of the 12 NPUs audited")
+    halves = analyze([with_tls(host_raw("node1"), dict.fromkeys(range(npus), 1)),
+                      with_tls(host_raw("node2"), dict.fromkeys(range(npus), 0))], manifest)
+    assert sorted((f.host, f.actual) for f in halves.errors) == [("node1", "on"), ("node2", "off")]
+    unread = analyze([host_raw("node1"), with_tls(host_raw("node2"), dict.fromkeys(range(npus), 1))], manifest)
+    assert unread.findings == []                       # a host whose switches were not read is no evidence
+
+
 def test_a_driver_outside_the_vendors_pairing_for_the_cann_is_noted_not_judged(manifest):
     """The pin is the seed's pair (HDK 25.0) although Huawei's installer pairs the pinned CANN with HDK 25.3
     (stack/manifest.yml vendor_hdk): the audit says so for each host, as information."""

@@ -144,6 +144,31 @@ def test_planned_commands_set_only_what_differs_ip_first():
         nic.planned_commands(outputs, mine, "hccn_tool")
 
 
+def tls_line(npu: int, on: int) -> dict:
+    return {"stdout": f"dev_id:{npu}, tls switch[{on}](0:disable, 1:enable), tls preconfigured[1](0:non-preset, "
+                      "1:preset), tls alarm time threshold[60]days"}
+
+
+@pytest.mark.parametrize("wanted, switch", [("off", "0"), (False, "0"), ("on", "1"), (True, "1")])
+def test_the_tls_switch_is_set_where_it_differs_and_checked_after(wanted, switch):
+    mine = plan(["10.20.1.11", "10.20.1.12"], npus=2)
+    mine["tls"] = wanted
+    state = 1 if switch == "1" else 0
+    outputs = {"ip0": {"stdout": "ipaddr:10.20.1.11\nnetmask:255.255.255.0"},
+               "ip1": {"stdout": "ipaddr:10.20.1.12\nnetmask:255.255.255.0"},
+               "tls0": tls_line(0, state), "tls1": tls_line(1, 1 - state)}
+    assert nic.planned_commands(outputs, mine, "hccn_tool") == [["hccn_tool", "-i", "1", "-tls", "-s", "enable", switch]]
+    assert nic.config_problems(outputs, mine) == [f"npu1: tls {'off' if state else 'on'}, planned {'on' if state else 'off'}"]
+    mine["tls"] = ""                                         # not planned: left as it is, not checked
+    assert nic.planned_commands(outputs, mine, "hccn_tool") == [] and nic.config_problems(outputs, mine) == []
+
+
+def test_a_tls_value_that_is_neither_on_nor_off_is_a_plan_problem():
+    mine = plan(["10.20.1.11", "10.20.1.12"], npus=2)
+    mine["tls"] = "maybe"
+    assert hccn.plan_problems({"n1": mine}, ["n1"]) == {"n1": ["dapo_npu_tls 'maybe' is not on or off"]}
+
+
 def test_ping_commands_and_filters():
     peers = [{"npu": 3, "host": "node2", "address": "10.20.2.14"}]
     assert nic.ping_commands(peers, "/t/hccn_tool") == {

@@ -164,6 +164,19 @@ def test_hccn_tool_set_ip_persists_to_hccn_conf(tmp_path):
     assert "address_4=10.99.0.5" in (tmp_path / "hccn.conf").read_text()
 
 
+def test_hccn_tool_tls_reads_the_knob_and_sets_the_switch(tmp_path):
+    node = Node(tmp_path, model(faults=["node1:tls=on"]))
+    assert hccn_tool.parse_hccn_tls(node.run("hccn_tool", "-i", "2", "-tls", "-g").stdout) is True
+    node.run("hccn_tool", "-i", "2", "-tls", "-s", "enable", "0")
+    assert hccn_tool.parse_hccn_tls(node.run("hccn_tool", "-i", "2", "-tls", "-g").stdout) is False
+    assert hccn_tool.parse_hccn_tls(node.run("hccn_tool", "-i", "3", "-tls", "-g").stdout) is True
+    bad = node.run("hccn_tool", "-i", "2", "-tls", "-s", "enable", "yes", ok=False)
+    assert bad.returncode != 0
+    (tmp_path / "off").mkdir()
+    off = Node(tmp_path / "off", model())
+    assert hccn_tool.parse_hccn_tls(off.run("hccn_tool", "-i", "0", "-tls", "-g").stdout) is False
+
+
 def test_sim_reboot_activates_pending_firmware_and_changes_boot_id(tmp_path):
     hw = model()
     hw["firmware"]["pending"] = "7.7.0.1.231"

@@ -2,8 +2,8 @@
 """Emulated Ascend node tools for the dapo-ops simulated fleet (multi-call: the name it is run as decides).
 
     npu-smi      info | info -l | info -m | info -t board|health|temp|power|usages -i N [-c C] | upgrade -b mcu -i N
-    hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway -g | -i N -ip -s address A netmask M |
-                 -i N -gateway -s gateway G | -i N -netdetect -s address A | -i N -ping -g address A
+    hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway|-tls -g | -i N -ip -s address A netmask M |
+                 -i N -tls -s enable 0|1 | -i N -gateway -s gateway G | -i N -netdetect -s address A | -i N -ping -g address A
     lspci        [-n|-nn] [-d VENDOR:DEVICE]
     upgrade-tool --device_index -1 --component -1 --version
     sim-reboot   activate pending driver/firmware, new boot id (the Ansible reboot module's reboot_command)
@@ -256,7 +256,7 @@ def write_hccn_conf(hw):
         if npu.get("gateway"):
             lines.append("gateway_%d=%s" % (i, npu["gateway"]))
         if npu.get("device_ip"):
-            lines += ["send_arp_status_%d=1" % i, "tls_enable_%d=0" % i]
+            lines += ["send_arp_status_%d=1" % i, "tls_enable_%d=%d" % (i, npu.get("tls", 0))]
     tmp = HCCN_CONF + ".tmp"
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + ("\n" if lines else ""))
@@ -392,6 +392,18 @@ def hccn_tool(args):
             save_hccn(hw)
             return ""
         return "default gateway:%s, Iface:eth%d" % (npu.get("gateway") or "", npu_id)
+    if "-tls" in args:
+        # -tls -g / -tls -s enable 0|1; the readback line as the public sample prints it (docs/ascend-formats.md
+        # §3.3: Ascend/mind-cluster docs/en/faultdiag/user_guide/03_collecting_logs.md)
+        if setting:
+            value = option(args, "enable")
+            if value not in ("0", "1"):
+                usage_error("-tls -s enable <0|1>")
+            npu["tls"] = int(value)
+            save_hccn(hw)
+            return ""
+        return ("dev_id:%d, tls switch[%d](0:disable, 1:enable), tls preconfigured[1](0:non-preset, 1:preset), "
+                "tls alarm time threshold[60]days" % (npu_id, npu.get("tls", 0)))
     if "-ping" in args and getting:
         # Output as the real tool prints it: docs/ascend-formats.md §3.3 for the answered ping; an unanswered probe prints
         # 'recv time out seq=K' and the summary counts it (Huawei MindIE multi-node guide; MindCluster's
