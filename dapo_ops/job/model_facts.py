@@ -142,6 +142,27 @@ def _base(spec: JobSpec, path: str, model_config: Path | None) -> tuple[dict, bo
     return {}, False, None
 
 
+def _overridden(values: dict, composed: dict | None) -> dict:
+    """The values with override_config's keys applied, as verl applies them to the Hugging Face config."""
+    overridden = read(composed, f"{AR}.model.override_config", {})
+    if not isinstance(overridden, dict):
+        return values
+    for name, keys in CONFIG_KEYS.items():
+        value = next((overridden[k] for k in keys if k in overridden), None)
+        if _int(value):
+            values[name] = value
+    return values
+
+
+def _missing(values: dict) -> list[str]:
+    """The numbers the checks need that nobody gave (the MLP width only when the parameters must be counted)."""
+    missing = [name for name in REQUIRED if name not in values]
+    if missing or "parameters_b" in values:
+        return missing
+    width = "moe_intermediate_size" if values.get("experts") else "intermediate_size"
+    return [width] if width not in values else []
+
+
 def model_facts(spec: JobSpec, composed: dict | None, model_config: Path | None = None) -> ModelFacts:
     path = read(composed, f"{AR}.model.path", spec.model.path)
     path = path if isinstance(path, str) else spec.model.path
@@ -150,19 +171,8 @@ def model_facts(spec: JobSpec, composed: dict | None, model_config: Path | None 
              if getattr(spec.model.architecture, f.name) is not None}
     warnings = [f"model.architecture.{name} is {value} but {source} says {base[name]} (dapo-ops uses the spec's)"
                 for name, value in given.items() if name in base and base[name] != value]
-    values = {**base, **given}
-    overridden = read(composed, f"{AR}.model.override_config", {})
-    if isinstance(overridden, dict):
-        for name, keys in CONFIG_KEYS.items():
-            value = next((overridden[k] for k in keys if k in overridden), None)
-            if _int(value):
-                values[name] = value
-    missing = [name for name in REQUIRED if name not in values]
-    if not missing and "parameters_b" not in values:
-        if values.get("experts") and "moe_intermediate_size" not in values:
-            missing.append("moe_intermediate_size")
-        elif not values.get("experts") and "intermediate_size" not in values:
-            missing.append("intermediate_size")
+    values = _overridden({**base, **given}, composed)
+    missing = _missing(values)
     if missing:
         where = source or f"{path}/config.json (not readable here)"
         raise SpecError(f"model.architecture: {', '.join(missing)} not known from {where}: pass --model-config with "

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import place
@@ -22,6 +22,7 @@ from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, rende
 from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
+from dapo_ops.launch.node_checks import check_host_memory, verify_host_keys
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
 from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
@@ -54,36 +55,6 @@ def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: in
         more = f" (and {len(problems) - 1} more: `dapo-ops validate` lists them)" if len(problems) > 1 else ""
         raise UsageError(problems[0] + more)
     return spec, hosts, checked
-
-
-def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, timeout: float = 30) -> str:
-    """Each node's MemTotal against the job's host memory per node (dapo_ops/job/memory.py), before any change: a
-    node short of it is a UsageError naming the node, the need and what it has; one within 10% a note."""
-    from dapo_ops.audit.facts.host_memory import COMMAND, parse
-    from dapo_ops.errors import ParseError
-    from dapo_ops.job.memory import host_memory_problems
-
-    results = fan_out(hosts, lambda host: run_on(host, COMMAND, timeout=timeout)).results
-    has, failed = {}, []
-    for host in hosts:
-        result = results.get(host.name)
-        if result is None or result.failure is not None or result.exit_code != 0:
-            failed.append(f"{host.name}: cannot read /proc/meminfo: "
-                          + (result.error if result is not None and result.failure is not None else
-                             (result.stderr.strip() if result is not None else "no answer")))
-            continue
-        try:
-            has[host.name] = parse(result.stdout)["mem_total_gib"]
-        except ParseError as exc:
-            failed.append(f"{host.name}: {exc}")
-    if failed:
-        raise DapoError("; ".join(failed))
-    errors, warnings = host_memory_problems(need_gib, has)
-    if errors:
-        raise UsageError(errors[0] + (f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""))
-    for warning in warnings:
-        steps.note(warning)
-    return ", ".join(f"{name} {gib:.0f} GiB" for name, gib in has.items())
 
 
 @contextmanager
@@ -291,16 +262,6 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         run.submit()
     run.record.mark("running")
     return run.record
-
-
-def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
-    """Every node of the run answers with its verified host key before anything changes on any of them
-    (--force and --no-audit too): a node refused by its key fails the launch here, with nothing touched."""
-    results = fan_out(hosts, lambda host: run_on(host, "true", timeout=timeout)).results
-    failed = [results[h.name].error if h.name in results else f"{h.name}: no answer" for h in hosts
-              if h.name not in results or results[h.name].failure is not None]
-    if failed:
-        raise cluster.LaunchError("; ".join(failed))
 
 
 def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> rehearsal.Outcome:

@@ -1,0 +1,49 @@
+"""What launch checks on every node of a run before it changes anything: that each answers with its verified host
+key, and that each has the host memory the job needs (dapo_ops/job/memory.py) in its MemTotal."""
+
+from __future__ import annotations
+
+from dapo_ops.errors import DapoError, UsageError
+from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.launch import cluster
+from dapo_ops.launch.steps import Steps
+
+
+def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
+    """Every node of the run answers with its verified host key before anything changes on any of them
+    (--force and --no-audit too): a node refused by its key fails the launch here, with nothing touched."""
+    results = fan_out(hosts, lambda host: run_on(host, "true", timeout=timeout)).results
+    failed = [results[h.name].error if h.name in results else f"{h.name}: no answer" for h in hosts
+              if h.name not in results or results[h.name].failure is not None]
+    if failed:
+        raise cluster.LaunchError("; ".join(failed))
+
+
+def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, timeout: float = 30) -> str:
+    """Each node's MemTotal against the job's host memory per node (dapo_ops/job/memory.py), before any change: a
+    node short of it is a UsageError naming the node, the need and what it has; one within 10% a note."""
+    from dapo_ops.audit.facts.host_memory import COMMAND, parse
+    from dapo_ops.errors import ParseError
+    from dapo_ops.job.memory import host_memory_problems
+
+    results = fan_out(hosts, lambda host: run_on(host, COMMAND, timeout=timeout)).results
+    has, failed = {}, []
+    for host in hosts:
+        result = results.get(host.name)
+        if result is None or result.failure is not None or result.exit_code != 0:
+            failed.append(f"{host.name}: cannot read /proc/meminfo: "
+                          + (result.error if result is not None and result.failure is not None else
+                             (result.stderr.strip() if result is not None else "no answer")))
+            continue
+        try:
+            has[host.name] = parse(result.stdout)["mem_total_gib"]
+        except ParseError as exc:
+            failed.append(f"{host.name}: {exc}")
+    if failed:
+        raise DapoError("; ".join(failed))
+    errors, warnings = host_memory_problems(need_gib, has)
+    if errors:
+        raise UsageError(errors[0] + (f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""))
+    for warning in warnings:
+        steps.note(warning)
+    return ", ".join(f"{name} {gib:.0f} GiB" for name, gib in has.items())
