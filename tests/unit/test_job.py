@@ -338,6 +338,27 @@ def test_render_reaches_no_node_and_a_node_without_an_inventory_address_reads_it
     assert "--node-ip-address=\"$HCCL_IF_IP\"" in script and "this render has none" not in script
 
 
+@pytest.mark.parametrize("change, code, message", [
+    (mutate("env.vllm_ascend_enable_nz", 1), 2, "Please set VLLM_ASCEND_ENABLE_NZ=0"),
+    (mutate("env.hccl_connect_timeout", 60), 2, "outside HCCL_CONNECT_TIMEOUT's range [120, 7200] s"),
+    (mutate("rollout.gpu_memory_utilization", 0.9), 0, ""),
+], ids=["nz-with-sleep", "hccl-timeout-60", "0.90"])
+def test_the_example_inventory_2_x_8_refuses_knobs_that_cannot_work(tmp_path, change, code, message):
+    """Issue 25's examples on the project's own example inventory (2 x Atlas 800T A2, no node reachable)."""
+    job = tmp_path / "job.yaml"
+    text = yaml.safe_dump(change(seed()))
+    job.write_text(text.replace("gpu_memory_utilization: 0.9\n", "gpu_memory_utilization: 0.90\n"))
+    result = cli("validate", str(job), "-i", str(PROJECT_ROOT / "inventory" / "example"), "--json")
+    assert result.returncode == code, result.stderr
+    assert message in result.stderr
+    if code == 0:
+        import json
+
+        report = json.loads(result.stdout)
+        assert "gpu_memory_utilization: 0.90" in job.read_text()
+        assert round(report["hbm"]["actor_update_gib"], 1) == 48.7 and round(report["host_mem_gib"]) == 458
+
+
 def test_noset_is_a_boolean_true_exports_one_and_false_leaves_ray_to_set_the_devices(tmp_path):
     # Ray (`_private/accelerators/npu.py`) and verl (`verl/utils/ray_utils.py`) read any non-empty value as set
     job = tmp_path / "job.yaml"
