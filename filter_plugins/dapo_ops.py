@@ -131,7 +131,8 @@ def host_memory_check(meminfo, job_file, npus_per_node, host):
     except (DapoError, ValueError) as exc:
         raise AnsibleFilterError(f"host memory check: {exc}") from None
     errors, warnings = host_memory_problems(need, {host: has})
-    return {"errors": errors, "warnings": warnings}
+    hint = f" (for the job {job_file}: set dapo_preflight_job to the spec this fleet is for, or '' to skip the check)"
+    return {"errors": [e + hint for e in errors], "warnings": warnings}
 
 
 def port_map_errors(ports, what):
