@@ -71,14 +71,20 @@ class CommandResult:
         return self.stdout
 
 
-def connect(host: HostSpec) -> Connection:
-    """An opened Connection whose host key has been checked against host.known_hosts."""
+def connection(host: HostSpec) -> Connection:
+    """A Connection (not opened) that offers no agent key and forwards no agent, whatever the operator's
+    ~/.ssh/config says (Fabric reads it: `ForwardAgent yes` there would hand root job code on a node the agent)."""
     connect_kwargs = {"allow_agent": False, "look_for_keys": host.key_file is None, "banner_timeout": host.connect_timeout,
                       "auth_timeout": host.connect_timeout}
     if host.key_file is not None:
         connect_kwargs["key_filename"] = [str(host.key_file)]
-    conn = Connection(host.address, user=host.user, port=host.port, connect_timeout=host.connect_timeout,
-                      connect_kwargs=connect_kwargs)
+    return Connection(host.address, user=host.user, port=host.port, connect_timeout=host.connect_timeout,
+                      connect_kwargs=connect_kwargs, forward_agent=False)
+
+
+def connect(host: HostSpec) -> Connection:
+    """An opened Connection whose host key has been checked against host.known_hosts."""
+    conn = connection(host)
     try:
         known = known_hosts.load_into(conn.client, host.known_hosts)
     except SSHError as exc:

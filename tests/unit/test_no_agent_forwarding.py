@@ -1,0 +1,37 @@
+"""Issue 26 (7): neither Fabric nor Ansible forwards the operator's SSH agent to a node, even where the operator's
+~/.ssh/config asks for it (root job code on a node could use the agent to reach every other host it opens)."""
+
+import configparser
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dapo_ops.paths import PROJECT_ROOT
+
+PROBE = """
+import sys
+from pathlib import Path
+from fabric import Connection
+from dapo_ops.fleet.ssh import HostSpec, connection
+host = HostSpec("node1", "192.0.2.11", Path("/dev/null"))
+print(Connection("192.0.2.11").forward_agent, connection(host).forward_agent)
+"""
+
+
+def test_fabric_forwards_no_agent_whatever_ssh_config_says(tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host *\n  ForwardAgent yes\n")
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, HOME=str(home)), cwd=PROJECT_ROOT)
+    assert probe.returncode == 0, probe.stderr
+    plain, ours = probe.stdout.split()
+    assert plain == "True"            # the config is read: a Connection left to it would forward the agent
+    assert ours == "False"
+
+
+def test_ansible_asks_ssh_to_forward_no_agent():
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(Path(PROJECT_ROOT, "ansible.cfg"))
+    assert "-o ForwardAgent=no" in config["ssh_connection"]["ssh_args"]
