@@ -178,6 +178,9 @@ def check_strings(spec: JobSpec) -> None:
         if strings.looks_secret(key):
             raise SpecError(f"env.extra.{key}: looks like a secret, which is never written into the job's files; "
                             "export it on the controller instead (launch hands it to the job in a 0600 netrc file)")
+        problem = strings.env_problem(key, spec.env.extra[key])
+        if problem:
+            raise SpecError(f"env.extra.{key}: {problem}")
     for i, value in enumerate(spec.extra_overrides):
         if "\n" in value or "=" not in value:
             raise SpecError(f"extra_overrides[{i}]: {value!r} is not one Hydra override 'key=value'")
@@ -187,6 +190,9 @@ def check_strings(spec: JobSpec) -> None:
             raise SpecError(f"{path}: must be one line")
         if not value.startswith("/"):
             raise SpecError(f"{path}: {value!r} must be an absolute path on the nodes")
+        problem = strings.path_problem(value)
+        if problem:
+            raise SpecError(f"{path}: {problem}")
 
 
 def check_ports(spec: JobSpec) -> None:

@@ -7,7 +7,12 @@ would break a rendered script or leak a secret reaches render, the Hydra overrid
 - names (the job, the experiment, environment variables) matched as a whole (`re.fullmatch`: a `$` anchor also
   matches before a trailing newline);
 - environment variables that look like secrets are not job settings: they come from the controller's
-  environment into the 0600 secrets.env (dapo_ops.job.secrets), never into env.sh.
+  environment into the 0600 secrets.env (dapo_ops.job.secrets), never into env.sh;
+- env.sh is sourced by root scripts (`ray start`, `nft`, `install`, `pgrep`), so a variable that changes what a
+  program loads or runs (the dynamic loader's LD_*, bash's BASH_ENV and BASH_FUNC_*, PATH, the interpreters'
+  PYTHONPATH, NODE_OPTIONS ...) is code, not a setting: refused;
+- an endpoint that receives a secret (WANDB_BASE_URL gets the wandb key, HF_ENDPOINT the Hugging Face token) must
+  be https://.
 """
 
 from __future__ import annotations
@@ -20,6 +25,36 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _INTERPOLATION = re.compile(r"\$\{")
 _SECRET_WORDS = re.compile(r"(^|_)(API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET_KEY|TOKEN|SECRET|PASSWORD|PASSWD|"
                            r"CREDENTIALS?)(_|$)")
+
+
+# What a root process would load or run because of it (ld.so(8), bash(1) INVOCATION, python(1), node(1) ...).
+CODE_VARIABLES = frozenset({
+    "PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE",
+    "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONEXECUTABLE",
+    "PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH",
+    "HOSTALIASES", "LOCPATH", "NLSPATH", "RESOLV_HOST_CONF", "MALLOC_CONF", "GIT_SSH", "GIT_SSH_COMMAND", "EDITOR",
+    "PAGER", "SSH_ASKPASS", "TMPDIR",
+})
+CODE_PREFIXES = ("LD_", "BASH_FUNC_", "DYLD_")
+# Endpoints the job sends a credential to: https only.
+SECRET_ENDPOINTS = {"WANDB_BASE_URL": "the wandb key", "HF_ENDPOINT": "the Hugging Face token"}
+
+
+def env_problem(name: str, value: str) -> str | None:
+    """Why env.extra.NAME=VALUE cannot go into the environment root scripts source, or None."""
+    if name in CODE_VARIABLES or name.startswith(CODE_PREFIXES):
+        return (f"{name} changes what the root scripts that source env.sh load or run (ray start, nft, install): "
+                "it is not a job setting")
+    if name in SECRET_ENDPOINTS and not value.lower().startswith("https://"):
+        return f"{value!r} is not an https:// URL, and {SECRET_ENDPOINTS[name]} is sent there"
+    return None
+
+
+def path_problem(value: str) -> str | None:
+    """Why an absolute node path is refused, or None: a '..' segment walks out of where the path says it is."""
+    if ".." in value.split("/"):
+        return f"{value!r} has a '..' segment: write the path without it"
+    return None
 
 
 def text_problem(value: str) -> str | None:
