@@ -32,6 +32,9 @@ WORKER_START_TIMEOUT = 120
 # `pgrep -f` pattern for any Ray process on a node (raylet, GCS, dashboard, monitors, workers); a bracketed first
 # letter keeps it from matching the command line that carries it.
 RAY_PROCESS_PATTERN = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::"
+# "Is Ray running here": root's Ray processes only (dapo-ops runs Ray as root; another user's process named like
+# Ray must not make a node look busy, nor stop a teardown).
+RAY_RUNNING = f"pgrep -u 0 -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
 # Ray's temp dir (sockets, session logs), inside a root-only directory: Ray makes its temp dir world-writable
 # (ray/_private/utils.py try_to_create_directory), and /tmp/ray can be taken by any user first. Only the head's
 # `ray start --temp-dir` sets it; workers use the head's path (ray/scripts/scripts.py), so every node makes RAY_ROOT.
@@ -142,7 +145,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "head_address": f"{head.ip}:{spec.cluster.ray_port}" if head.ip else "",
         "dashboard_address": dashboard_url(spec),
         "worker_start_timeout": WORKER_START_TIMEOUT,
-        "ray_process_pattern": RAY_PROCESS_PATTERN,
+        "ray_running": RAY_RUNNING,
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,
         "ports": ports, "peer_ports": ports.nft_set(PEER), "local_ports": ports.nft_set(LOCAL),
         "ray_token_path": ray_token_path(attempt or "render"),

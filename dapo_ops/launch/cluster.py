@@ -12,8 +12,8 @@ import time
 
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
-from dapo_ops.job.render import (RAY_PROCESS_PATTERN, RUNS_ROOT, file_mode, firewall_table, node_dir,  # noqa: F401
-                                 ray_token_path)
+from dapo_ops.job.render import (RAY_PROCESS_PATTERN, RAY_RUNNING, RUNS_ROOT, file_mode, firewall_table,  # noqa: F401
+                                 node_dir, ray_token_path)
 from dapo_ops.job.secrets import netrc_path
 
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
@@ -34,8 +34,6 @@ print("DAPO-PROBE " + json.dumps({"alive": len(alive), "npu": sum(n["resources_t
 # Once every node is in, Ray's count of a node's NPU does not change by waiting: a wrong one fails the wait after
 # this long (a node's resources come with its registration; the pause only rides out a probe racing it).
 SETTLED_SECONDS = 5
-# Any Ray process on the node (`ray stop` itself takes a second even when there is none).
-RAY_RUNNING = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
 
 
 class LaunchError(DapoError):

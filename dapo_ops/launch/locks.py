@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
-from dapo_ops.job.render import RAY_PROCESS_PATTERN
+from dapo_ops.job.render import RAY_RUNNING
 from dapo_ops.launch.cluster import leave_command
 
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
@@ -145,7 +145,7 @@ def release(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> None:
 
 def ray_nodes(hosts: list[HostSpec], timeout: float = 30) -> list[str]:
     """The nodes where a Ray process runs (a node that does not answer counts: nothing proves it has none)."""
-    check = f"pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null"
+    check = RAY_RUNNING
     results = fan_out(hosts, lambda host: run_on(host, check, timeout=timeout)).results
     return [h.name for h in hosts if h.name not in results or results[h.name].failure is not None
             or results[h.name].exit_code == 0]
@@ -163,7 +163,7 @@ def break_stale(hosts: list[HostSpec], bring_up_limit: float, timeout: float = 3
     """Remove the locks on these nodes whose holders are provably gone; LockError (changing nothing) when a holder
     is not. Returns a line per holder removed."""
     script = (f"cat {LOCK_FILE} 2>/dev/null; echo; echo {_RAY_MARK}; "
-              f"if pgrep -f {shlex.quote(RAY_PROCESS_PATTERN)} >/dev/null; then echo running; fi")
+              f"if {RAY_RUNNING}; then echo running; fi")
     results = fan_out(hosts, lambda host: run_on(host, script, timeout=timeout)).results
     unanswered = [h.name for h in hosts if h.name not in results or results[h.name].failure is not None]
     if unanswered:

@@ -124,9 +124,17 @@ class SimFleet:
         if missing:
             raise SimError(f"missing on this machine: {', '.join(missing)} "
                            "(apt-get install openssh-server iproute2 util-linux git python3 python3-venv)")
-        resolved = str(self.state_dir.resolve())
+        self._check_state_dir()
+
+    def _check_state_dir(self) -> None:
+        """`up` writes under the state dir and `down` deletes its fixed subdirectories: both refuse one that is `/`
+        or a top-level directory (`/var`), or one the nodes get their own copy of."""
+        resolved = self.state_dir.resolve()
+        if len(resolved.parts) < 3:
+            raise UsageError(f"simulator state dir {resolved} must be a directory of its own, at least two levels "
+                             f"below / (the default is {DEFAULT_STATE_DIR}); set DAPO_OPS_SIM_DIR elsewhere")
         for parent in HOST_PARENTS_OF_STATE:
-            if resolved == parent or resolved.startswith(parent + "/"):
+            if str(resolved) == parent or str(resolved).startswith(parent + "/"):
                 raise UsageError(f"simulator state dir {resolved} must not be under {parent} "
                                  "(the nodes get their own copy of it); set DAPO_OPS_SIM_DIR elsewhere")
 
@@ -266,6 +274,7 @@ class SimFleet:
         still the very thing recorded, then the node disks and the access files. A second `down` finds nothing."""
         if os.geteuid() != 0:
             raise SimError("the simulated fleet needs root (network and mount namespaces)")
+        self._check_state_dir()
         removed: dict[str, list[str]] = {"processes": [], "netns": [], "links": []}
         state = self.load_state()
         if state is not None:

@@ -3,6 +3,9 @@
 import os
 import socket
 import subprocess
+import time
+
+import pytest
 
 from dapo_ops.launch.locks import Lock, breakable, launcher_state, process_start
 
@@ -56,3 +59,26 @@ def test_a_lock_file_from_before_the_per_node_locks_or_garbage_still_names_a_hol
     old = Lock.parse('{"run_id": "r1", "controller": "c", "pid": 7, "created": "t"}\n')
     assert old == Lock("r1", "c", 7, "t") and old.nodes == [] and old.pid_start is None
     assert Lock.parse("not json").run_id == "unknown"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a process as another user (CI runs as root)")
+def test_only_roots_ray_processes_make_a_node_look_busy():
+    """Issue 26: "is Ray running" matches root's processes only: another user's process named like Ray must not keep
+    a lock or a teardown waiting."""
+    from dapo_ops.job.render import RAY_RUNNING
+
+    theirs = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c",
+                               "exec -a raylet sleep 30"])
+    try:
+        time.sleep(0.3)
+        assert subprocess.run(["bash", "-c", RAY_RUNNING]).returncode == 1
+        mine = subprocess.Popen(["bash", "-c", "exec -a raylet sleep 30"])
+        try:
+            time.sleep(0.3)
+            assert subprocess.run(["bash", "-c", RAY_RUNNING]).returncode == 0
+        finally:
+            mine.kill()
+            mine.wait()
+    finally:
+        theirs.kill()
+        theirs.wait()

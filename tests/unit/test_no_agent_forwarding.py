@@ -31,7 +31,9 @@ def test_fabric_forwards_no_agent_whatever_ssh_config_says(tmp_path):
     assert ours == "False"
 
 
-def test_ansible_asks_ssh_to_forward_no_agent():
+def test_ansible_asks_ssh_to_forward_no_agent_and_to_check_host_keys():
     config = configparser.ConfigParser(interpolation=None)
     config.read(Path(PROJECT_ROOT, "ansible.cfg"))
-    assert "-o ForwardAgent=no" in config["ssh_connection"]["ssh_args"]
+    ssh_args = config["ssh_connection"]["ssh_args"]
+    assert "-o ForwardAgent=no" in ssh_args
+    assert "-o StrictHostKeyChecking=yes" in ssh_args    # whatever an inventory's ansible_ssh_common_args say

@@ -143,3 +143,21 @@ def test_a_node_mounts_an_empty_dir_over_the_state_dir_after_its_last_overlay(tm
     assert hide in lines
     assert lines.index(hide) > max(i for i, line in enumerate(lines) if "-t overlay" in line)
     assert lines[-1].startswith("exec ")
+
+
+@pytest.mark.parametrize("state_dir, message", [("/", "at least two levels below /"),
+                                                ("/var", "at least two levels below /"),
+                                                ("/var/../srv", "at least two levels below /"),
+                                                ("/tmp/sim", "must not be under /tmp")])
+def test_up_and_down_refuse_a_state_dir_they_could_wreck(monkeypatch, state_dir, message):
+    """Issue 26 (low): `down` deletes fixed subdirectories of the state dir, `up` writes into it: neither accepts /,
+    a top-level directory, or a place the nodes overlay."""
+    from dapo_ops.errors import UsageError
+    from dapo_ops.sim.fleet import SimFleet
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    fleet = SimFleet(state_dir=state_dir)
+    with pytest.raises(UsageError, match=message):
+        fleet.down()
+    with pytest.raises(UsageError, match=message):
+        fleet._check_state_dir()                       # what `up` runs before it writes anything

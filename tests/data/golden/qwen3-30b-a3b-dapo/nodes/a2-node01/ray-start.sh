@@ -12,7 +12,7 @@ mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/
 # The dashboard (and its job API, which runs commands as root) listens on the head's loopback only: every dapo-ops
 # call to it runs on the head over SSH.
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
-if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
+if pgrep -u 0 -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
 fi
 # Every Ray port is pinned (dapo_ray_ports); the run's nftables table lets only the run's nodes reach them

@@ -10,7 +10,7 @@ install -d -m 0700 -- /var/lib/dapo-ops/ray
 # logger creates no directory.
 mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
-if pgrep -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
+if pgrep -u 0 -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
 fi
 # The head may still be starting: wait until its GCS port accepts connections (bash's /dev/tcp), then join.
