@@ -28,12 +28,16 @@ NODE_TIMEOUT = 300.0
 
 def remote_script(minutes: int) -> str:
     """The shell run on each node: stage the logs of the last `minutes` in a private temp dir, tar them, print the
-    tar's path. Reads only; the staging dir is removed before it exits."""
+    tar's path. Reads only; the staging dir is removed before it exits. The logs are root's: the stage and the tar
+    are private (umask 077), and no symbolic link among them is followed or kept (a link in a log directory could
+    name any file on the node)."""
     plog_roots = " ".join(f'"{root}"' for root in PLOG_ROOTS)
     return f"""set -u
+umask 077
 stage=$(mktemp -d /tmp/dapo-doctor.XXXXXX) || exit 1
 mkdir -p "$stage/ray" "$stage/plog"
-if [ -d {shlex.quote(RAY_LOGS)} ]; then cp -rL {shlex.quote(RAY_LOGS)}/. "$stage/ray/" 2>/dev/null || true; fi
+if [ -d {shlex.quote(RAY_LOGS)} ]; then cp -rP {shlex.quote(RAY_LOGS)}/. "$stage/ray/" 2>/dev/null || true; fi
+find "$stage/ray" -type l -delete 2>/dev/null || true
 for root in {plog_roots}; do
   [ -n "$root" ] && [ -d "$root" ] || continue
   find "$root" -type f -name '*.log' -mmin -{int(minutes)} 2>/dev/null | while read -r f; do
@@ -142,6 +146,7 @@ def collect_run(record, bundle: Path, inventory: Path | None = None, minutes: in
         raise UsageError(f"run {record.run_id}'s nodes are not in the inventory: {', '.join(missing)}")
     hosts = [by_name[n] for n in record.nodes]
     bundle.mkdir(parents=True, exist_ok=True)
+    bundle.chmod(0o700)                  # root's logs from every node: the controller's user only
 
     def work(host):
         try:

@@ -51,3 +51,30 @@ def test_extract_unpacks_below_the_node_only(tmp_path):
     with pytest.raises(tarfile.TarError):
         extract(evil, tmp_path / "node2")
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_the_node_script_packs_a_private_tar_and_follows_no_link(tmp_path):
+    """Issue 26 (low): the logs are root's: the tar is 0600, and a link in Ray's log directory (to /etc/shadow,
+    say) is neither followed nor packed."""
+    import os
+    import stat
+    import subprocess
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "raylet.out").write_text("a ray log line\n")
+    (logs / "secret").symlink_to("/etc/hostname")
+    (logs / "dir-link").symlink_to(tmp_path)
+    script = remote_script(5).replace(RAY_LOGS, str(logs))
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, ASCEND_PROCESS_LOG_PATH=str(tmp_path / "none")))
+    archive = result.stdout.strip().splitlines()[-1]
+    try:
+        assert stat.S_IMODE(os.stat(archive).st_mode) == 0o600
+        with tarfile.open(archive) as tar:
+            members = {m.name: m for m in tar.getmembers()}
+        assert "./ray/raylet.out" in members
+        assert not any(m.issym() or m.islnk() for m in members.values()), sorted(members)
+        assert not any(name.startswith(("./ray/secret", "./ray/dir-link")) for name in members)
+    finally:
+        os.unlink(archive)
