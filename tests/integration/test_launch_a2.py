@@ -226,7 +226,8 @@ main_dapo.load_data(config)
     dropped = 8 if filter_overlong else 0
     # the staged checkpoint's tensors, listed through the node's real safetensors (dapo_ops/sim/checkpoint.py: the
     # embeddings, 8 layers' q_proj, the head)
-    assert result["metrics"] == {"dapo_ops/weight_tensors": 10, "dapo_ops/train_rows": 320, "dapo_ops/train_rows_overlong": 8,
+    assert result["metrics"] == {"dapo_ops/weight_tensors": 10,
+                                 "dapo_ops/train_rows": 320, "dapo_ops/train_rows_overlong": 8,
                                  "dapo_ops/train_rows_filtered": dropped, "dapo_ops/val_rows": 30,
                                  "dapo_ops/val_rows_overlong": 0, "dapo_ops/val_rows_filtered": 0}, result
     assert result["layers"] == spec.model.architecture.layers and result["kept"] == 320 - dropped
