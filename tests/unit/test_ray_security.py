@@ -165,7 +165,12 @@ def test_the_netrc_file_is_what_wandb_reads_for_its_base_url(tmp_path):
     path.write_text(netrc_text(spec, {"WANDB_API_KEY": "abc123"}))
     assert netrc.netrc(str(path)).authenticators("wandb.example.internal:8443")[2] == "abc123"
     with pytest.raises(SecretError, match="env.extra.WANDB_BASE_URL"):
-        wandb_machine(wandb_spec(WANDB_BASE_URL="not a url"))
+        wandb_machine(wandb_spec(WANDB_BASE_URL="https://"))             # https, but no host to send the key to
+    from dapo_ops.job.spec import SpecError
+
+    for plain in ("not a url", "http://wandb.example.internal"):        # the spec refuses these first (issue 26)
+        with pytest.raises(SpecError, match="env.extra.WANDB_BASE_URL: .* is not an https:// URL"):
+            wandb_spec(WANDB_BASE_URL=plain)
 
 
 def test_the_job_gets_the_files_path_never_the_key(monkeypatch):
