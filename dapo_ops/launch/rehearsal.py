@@ -11,6 +11,7 @@ from pathlib import Path
 from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import JobSpec
+from dapo_ops.ray_ports import ray_ports
 
 # pushed to the head's run directory; the driver imports rehearsal_tcp and rehearsal_files from its own directory
 DRIVER_FILES = tuple(Path(__file__).with_name(name)
@@ -69,6 +70,7 @@ def required_files(spec: JobSpec) -> dict[str, str]:
 def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeouts = Timeouts(),
            chunk_bytes: int = 4096) -> dict:
     """rehearsal.json: the nodes in rank order, their NPUs, the SP group size, the backend and the deadlines."""
+    ports = ray_ports(nodes[0].ray_ports, gcs=spec.cluster.ray_port, dashboard=spec.cluster.dashboard_port)
     return {
         "nodes": [{"name": n.name, "ip": n.ip, "nic": n.nic} for n in nodes],
         "gcs_address": f"{nodes[0].ip}:{spec.cluster.ray_port}",  # not "auto", which reads /tmp/ray
@@ -79,6 +81,8 @@ def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeo
         "required_files": required_files(spec),
         "model_dir": spec.model.path.rstrip("/"),
         "chunk_bytes": chunk_bytes,
+        # every Ray port, pinned ([first, last]): a rank's own listening port is none of them
+        "ray_ports": [[first, last] for _, first, last in ports.ranges],
         "placement_timeout": timeouts.placement,
         "check_timeout": timeouts.check,
         "collective_timeout": timeouts.collective,

@@ -30,8 +30,9 @@ try:
 except ImportError:  # imported as dapo_ops.launch.rehearsal_driver (the unit tests)
     from dapo_ops.launch import rehearsal_files, rehearsal_tcp
 
-Mailbox, chunk, interface_address, send_all = (rehearsal_tcp.Mailbox, rehearsal_tcp.chunk,
-                                                rehearsal_tcp.interface_address, rehearsal_tcp.send_all)
+Mailbox, bound_socket, chunk, interface_address, send_all = (
+    rehearsal_tcp.Mailbox, rehearsal_tcp.bound_socket, rehearsal_tcp.chunk, rehearsal_tcp.interface_address,
+    rehearsal_tcp.send_all)
 
 EVENT_PREFIX = "DAPO-REHEARSAL "
 
@@ -98,10 +99,9 @@ def build_actor_class(ray):
         def endpoint(self) -> list:
             address = interface_address(self.node["nic"]) or self.node["ip"]
             if self.config["backend"] == "tcp":
-                self.mailbox = Mailbox(address)
+                self.mailbox = Mailbox(address, self.config["ray_ports"])
                 return [address, self.mailbox.port]
-            with socket.socket() as probe:  # a free port for torch's TCP rendezvous (rank 0's is used)
-                probe.bind((address, 0))
+            with bound_socket(address, self.config["ray_ports"]) as probe:  # torch's rendezvous port (rank 0's)
                 return [address, probe.getsockname()[1]]
 
         def collectives(self, endpoints: list, groups: list[list[int]]) -> dict:

@@ -13,6 +13,29 @@ import threading
 import time
 
 SIOCGIFADDR = 0x8915
+BIND_ATTEMPTS = 64
+
+
+def bound_socket(address: str, avoid: list) -> socket.socket:
+    """A TCP socket bound to a kernel-chosen port of `address` that is in none of `avoid` ([first, last] ranges:
+    Ray's pinned ports). The kernel draws from ip_local_port_range, which holds Ray's dashboard and metrics ports
+    (44217, 44227, 52365 by default); the run's firewall table drops those from every other node, so a rank that
+    drew one could be reached by none of them. A rejected socket stays bound until the end, so the kernel does
+    not hand out its port again."""
+    rejected = []
+    try:
+        for _ in range(BIND_ATTEMPTS):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((address, 0))
+            port = sock.getsockname()[1]
+            if not any(first <= port <= last for first, last in avoid):
+                return sock
+            rejected.append(sock)
+        raise OSError(f"no free port on {address} outside Ray's ports in {BIND_ATTEMPTS} tries")
+    finally:
+        for sock in rejected:
+            sock.close()
 
 
 def interface_address(ifname: str) -> str | None:
@@ -29,10 +52,8 @@ def interface_address(ifname: str) -> str | None:
 class Mailbox:
     """The tcp backend's receiving end: a listening socket whose messages are kept by (tag, sender)."""
 
-    def __init__(self, address: str):
-        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind((address, 0))
+    def __init__(self, address: str, avoid: list):
+        self.server = bound_socket(address, avoid)
         self.server.listen(256)
         self.port = self.server.getsockname()[1]
         self.messages: dict[tuple[str, int], bytes] = {}

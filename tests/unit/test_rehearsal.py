@@ -36,6 +36,7 @@ def test_config_lists_the_nodes_in_rank_order_with_the_sp_size_and_deadlines():
     assert set(config["required_files"]) == set(rehearsal.required_files(spec))
     assert (config["placement_timeout"], config["check_timeout"], config["collective_timeout"]) == (10, 5, 30)
     assert config["hccl_connect_timeout"] == 7
+    assert [44217, 44217] in config["ray_ports"] and [10002, 19999] in config["ray_ports"]
 
 
 def test_the_rehearsal_waits_past_hccls_own_report_of_a_failed_link():
@@ -115,7 +116,7 @@ def test_steps_report_start_notes_and_end_with_time_or_failure():
 
 
 def test_the_tcp_mailbox_collects_messages_by_tag_and_sender():
-    mailbox = rehearsal_tcp.Mailbox("127.0.0.1")
+    mailbox = rehearsal_tcp.Mailbox("127.0.0.1", [])
     senders = [threading.Thread(target=rehearsal_tcp.send,
                                 args=(("127.0.0.1", mailbox.port), rank, "all_to_all",
                                       rehearsal_tcp.chunk(rank, 0, 100000), 5)) for rank in (1, 2, 3)]
@@ -125,6 +126,41 @@ def test_the_tcp_mailbox_collects_messages_by_tag_and_sender():
     assert got == {r: rehearsal_tcp.chunk(r, 0, 100000) for r in (1, 2, 3)}
     with pytest.raises(TimeoutError, match=r"nothing from rank\(s\) \[4\]"):
         mailbox.wait_for("all_to_all", [4], time.monotonic() + 0.2)
+
+
+class FakeSocket:
+    """Binds to the next port of a scripted sequence (what the kernel's port 0 would draw)."""
+    draws: list = []
+    made: list = []
+
+    def __init__(self, *args):
+        self.port, self.closed = None, False
+        FakeSocket.made.append(self)
+
+    def setsockopt(self, *args):
+        pass
+
+    def bind(self, address):
+        self.port = FakeSocket.draws.pop(0)
+
+    def getsockname(self):
+        return ("127.0.0.1", self.port)
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_rank_never_listens_on_one_of_rays_pinned_ports(monkeypatch):
+    """The kernel's ephemeral range holds Ray's metrics ports, which the run's firewall table drops from other
+    nodes: a rank that drew 44217 was reached by nobody (a CI run's rehearsal failed exactly so)."""
+    monkeypatch.setattr(rehearsal_tcp.socket, "socket", FakeSocket)
+    FakeSocket.draws, FakeSocket.made = [44217, 44227, 10005, 41000], []
+    sock = rehearsal_tcp.bound_socket("127.0.0.1", [[44217, 44217], [44227, 44227], [10002, 19999]])
+    assert sock.getsockname()[1] == 41000 and not sock.closed
+    assert [s.closed for s in FakeSocket.made] == [True, True, True, False]  # the rejected ones, closed at the end
+    FakeSocket.draws = [44217] * rehearsal_tcp.BIND_ATTEMPTS
+    with pytest.raises(OSError, match="no free port on 127.0.0.1 outside Ray's ports"):
+        rehearsal_tcp.bound_socket("127.0.0.1", [[44217, 44217]])
 
 
 def test_interface_address_of_loopback_and_of_a_missing_interface():
@@ -170,7 +206,8 @@ def ranks(world, tmp_path, monkeypatch, backend="tcp"):
     monkeypatch.setenv("HCCL_IF_IP", "127.0.0.1")
     ray = StandInRay()
     node = {"name": "node1", "ip": "127.0.0.1", "nic": "lo"}
-    config = {"backend": backend, "required_env": ["DAPO_TEST_CANN"], "chunk_bytes": 4096, "collective_timeout": 10}
+    config = {"backend": backend, "required_env": ["DAPO_TEST_CANN"], "chunk_bytes": 4096, "collective_timeout": 10,
+              "ray_ports": [[6379, 6384], [10002, 19999]]}
     rank_class = rehearsal_driver.build_actor_class(ray)
     return ray, [rank_class(rank, world, node, config) for rank in range(world)]
 
