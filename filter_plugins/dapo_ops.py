@@ -160,6 +160,25 @@ def ray_ports_with_defaults(ports):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def ray_port_holders(listeners, ports, host):
+    """`ss -Htlnpe` output + the inventory's dapo_ray_ports + the node -> {errors, warnings}: a non-root holder of a
+    Ray port is an error (it would get what Ray's clients send there, the dashboard's token included); a root one a
+    warning (a running job's own Ray, or a service the launch will refuse). dapo_ops/ray_listeners.py."""
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.ray_listeners import parse_listeners, port_conflicts
+    from dapo_ops.ray_ports import ray_ports
+
+    try:
+        wanted = list(ray_ports(ports).ranges)
+    except InventoryError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    found = parse_listeners(listeners or "")
+    errors = port_conflicts(found, wanted, host, allow_root=True)
+    warnings = [line + ": the launch refuses it unless it is this fleet's Ray" for line in
+                port_conflicts([item for item in found if item.uid == 0], wanted, host)]
+    return {"errors": errors, "warnings": warnings}
+
+
 def version_matches(dist, pinned):
     """An installed distribution ({version} as dapo_pip_dists reports it, a version string, or None) matches a pinned
     version: PEP 440-normalised public versions, the one rule dapo_ops.stackcheck applies (1.2.0.dev0 matches
@@ -202,6 +221,7 @@ class FilterModule:
             "dapo_port_map_errors": port_map_errors,
             "dapo_host_memory_check": host_memory_check,
             "dapo_ray_ports_with_defaults": ray_ports_with_defaults,
+            "dapo_ray_port_holders": ray_port_holders,
             "dapo_version_info": version_info,
             "dapo_toolkit_info": toolkit_info,
             "dapo_npu_smi_info": npu_smi_info,

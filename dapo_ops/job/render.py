@@ -25,6 +25,7 @@ from dapo_ops.job.spec import JobSpec
 from dapo_ops.layout import node_layout
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.ray_listeners import dashboard_guard
 from dapo_ops.ray_ports import INVENTORY_VAR as RAY_PORTS_VAR, LOCAL, PEER, ray_ports
 
 TEMPLATES = PROJECT_ROOT / "templates"
@@ -144,6 +145,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "task_queue_enable": task_queue_enable(spec),
         "head_address": f"{head.ip}:{spec.cluster.ray_port}" if head.ip else "",
         "dashboard_address": dashboard_url(spec),
+        "dashboard_guard": dashboard_guard(spec.cluster.dashboard_port),
         "worker_start_timeout": WORKER_START_TIMEOUT,
         "ray_running": RAY_RUNNING,
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,

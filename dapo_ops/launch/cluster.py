@@ -9,12 +9,14 @@ import re
 import shlex
 import threading
 import time
+from urllib.parse import urlsplit
 
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
 from dapo_ops.job.render import (RAY_PROCESS_PATTERN, RAY_RUNNING, RUNS_ROOT, file_mode, firewall_table,  # noqa: F401
                                  node_dir, ray_token_path)
 from dapo_ops.job.secrets import netrc_path
+from dapo_ops.ray_listeners import dashboard_guard
 
 # Ray's State API (what `ray list nodes` reads), asked through the dashboard on the head: a plain HTTP GET, so the
 # probe costs a fraction of a second where `import ray` would cost two.
@@ -88,9 +90,11 @@ def leave_command(run_id: str) -> str:
             "true")
 
 
-def ray_client(ray: str, token_file: str) -> str:
-    """The `ray` CLI with the run's token (Ray's token authentication): the file's path, never the token."""
-    return f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={shlex.quote(token_file)} {shlex.quote(ray)}"
+def ray_client(ray: str, token_file: str, dashboard: str) -> str:
+    """The `ray` CLI with the run's token (Ray's token authentication): the file's path, never the token; after
+    the head checked that root's Ray dashboard, and nobody else, holds the dashboard's port (ray_listeners.py)."""
+    return (f"{dashboard_guard(urlsplit(dashboard).port or 8265)}; "
+            f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={shlex.quote(token_file)} {shlex.quote(ray)}")
 
 
 def _unmatchable_by_itself(text: str) -> str:
@@ -196,7 +200,8 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
 
 
 def probe(head: HostSpec, python: str, dashboard: str, token_file: str, timeout: float = 30) -> dict:
-    result = run_on(head, f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)} "
+    result = run_on(head, f"{dashboard_guard(urlsplit(dashboard).port or 8265)}; "
+                          f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)} "
                           f"{shlex.quote(token_file)}", timeout=timeout)
     out = result.raise_for("asking Ray for its nodes", LaunchError)
     for line in out.splitlines():
@@ -285,7 +290,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def job_status(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
                timeout: float = 60) -> str:
-    result = run_on(head, f"{ray_client(ray, token_file)} job status --address={shlex.quote(dashboard)} "
+    result = run_on(head, f"{ray_client(ray, token_file, dashboard)} job status --address={shlex.quote(dashboard)} "
                           f"{shlex.quote(submission_id)}", timeout=timeout)
     out = result.raise_for("asking Ray for the job", LaunchError)
     match = _STATUS.search(_ANSI.sub("", out))
@@ -298,7 +303,7 @@ def job_status(head: HostSpec, ray: str, dashboard: str, token_file: str, submis
 
 def job_stop(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
              timeout: float = 60) -> None:
-    run_on(head, f"{ray_client(ray, token_file)} job stop --address={shlex.quote(dashboard)} {shlex.quote(submission_id)} "
+    run_on(head, f"{ray_client(ray, token_file, dashboard)} job stop --address={shlex.quote(dashboard)} {shlex.quote(submission_id)} "
                  ">/dev/null 2>&1; true", timeout=timeout)
 
 
@@ -306,7 +311,7 @@ def job_logs(head: HostSpec, ray: str, dashboard: str, token_file: str, submissi
              stream) -> None:
     conn = connect(head)
     try:
-        conn.run(f"{ray_client(ray, token_file)} job logs --address={shlex.quote(dashboard)} "
+        conn.run(f"{ray_client(ray, token_file, dashboard)} job logs --address={shlex.quote(dashboard)} "
                  f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}", out_stream=stream, err_stream=stream,
                  warn=True, timeout=None if follow else 120, in_stream=False)
     finally:

@@ -17,12 +17,12 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
-from dapo_ops.job.placement import place
+from dapo_ops.job.placement import job_ray_ports, place
 from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, render, write
 from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
-from dapo_ops.launch.node_checks import check_host_memory, verify_host_keys
+from dapo_ops.launch.node_checks import check_host_memory, check_ray_ports, verify_host_keys
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
 from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
@@ -150,6 +150,10 @@ class _Launch:
             if unreachable:
                 raise cluster.LaunchError("stopping Ray leftovers: " + "; ".join(unreachable.values()))
 
+    def check_ports(self) -> None:
+        with self.steps.step("check that nothing else holds Ray's ports"):
+            check_ray_ports(self.hosts, job_ray_ports(self.spec, self.hosts))
+
     def start_ray(self) -> None:
         workers = self.hosts[1:]
         with self.steps.step(f"start Ray: the head on {self.head.name}" +
@@ -252,6 +256,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         run.push(job_file)
         run.record.mark("starting")
         run.stop_leftovers()
+        run.check_ports()
         run.start_ray()
         run.wait_for_ray()
         run.rehearse()

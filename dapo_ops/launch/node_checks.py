@@ -1,5 +1,6 @@
 """What launch checks on every node of a run before it changes anything: that each answers with its verified host
-key, and that each has the host memory the job needs (dapo_ops/job/memory.py) in its MemTotal."""
+key, that each has the host memory the job needs (dapo_ops/job/memory.py) in its MemTotal, and (once Ray's
+leftovers are stopped) that nothing else holds a port its Ray will bind."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.launch import cluster
 from dapo_ops.launch.steps import Steps
+from dapo_ops.ray_listeners import LISTENERS_COMMAND, node_ports, parse_listeners, port_conflicts
+from dapo_ops.ray_ports import RayPorts
 
 
 def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
@@ -47,3 +50,22 @@ def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, time
     for warning in warnings:
         steps.note(warning)
     return ", ".join(f"{name} {gib:.0f} GiB" for name, gib in has.items())
+
+
+def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = 30) -> None:
+    """Once the leftovers are stopped, nothing may hold a port the node's Ray will bind: a local user there would
+    get what Ray's clients send (on the head's dashboard port, the run's token). LaunchError naming every node,
+    port and owner (ray_listeners.py)."""
+    results = fan_out(hosts, lambda host: run_on(host, LISTENERS_COMMAND, timeout=timeout)).results
+    problems = []
+    for index, host in enumerate(hosts):
+        result = results.get(host.name)
+        if result is None or result.failure is not None or result.exit_code != 0:
+            problems.append(f"{host.name}: cannot list its listening sockets (`{LISTENERS_COMMAND}`): "
+                            + (result.error if result is not None and result.failure is not None else
+                               (result.stderr.strip()[-200:] if result is not None else "no answer")))
+            continue
+        problems += port_conflicts(parse_listeners(result.stdout), node_ports(ports, head=index == 0), host.name)
+    if problems:
+        raise cluster.LaunchError("; ".join(problems) + ": stop what holds them, or move Ray's ports "
+                                  "(dapo_ray_ports in the inventory)")

@@ -300,6 +300,43 @@ def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
     assert_torn_down(fleet)
 
 
+# A stranger's listener: every request's headers appended to a file; prints "up" once it listens.
+RECORDING_LISTENER = """import http.server, sys
+class Heard(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[2], "a") as out:
+            out.write(str(self.headers))
+        self.send_response(200)
+        self.end_headers()
+    do_POST = do_GET
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Heard)
+print("up", flush=True)
+server.serve_forever()
+"""
+
+
+def test_an_unprivileged_listener_on_the_dashboard_port_gets_no_token_and_is_named(fleet):
+    """#26: a local user who binds the head's dashboard port before a launch would get every `ray job` call's
+    `Authorization: Bearer <token>`. The launch names the port and its owner and sends nothing."""
+    head = fleet["node1"]
+    sh(head, "install -d -m 0777 /tmp/dapo-stranger && rm -f /tmp/dapo-stranger/heard")
+    sh(head, f"nohup setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c "
+             f"{shlex.quote(RECORDING_LISTENER)} 8265 /tmp/dapo-stranger/heard >/tmp/dapo-stranger/out 2>&1 &")
+    try:
+        sh(head, "for _ in $(seq 50); do grep -q up /tmp/dapo-stranger/out && exit 0; sleep 0.1; done; exit 1")
+        pid = sh(head, "ss -Htlnp 'sport = :8265' | grep -o 'pid=[0-9]*' | cut -d= -f2").stdout.strip()
+        result = cli("launch", JOB, "--nodes", "2", "--rehearse-only", "--no-audit")
+        assert result.returncode == 1, result.stderr
+        assert (f"node1: Ray's dashboard port 8265 is already held (127.0.0.1, pid {pid} python3, uid 65534)"
+                in result.stderr.strip().splitlines()[-1])
+        assert "start Ray" not in result.stderr
+        heard = sh(head, "cat /tmp/dapo-stranger/heard 2>/dev/null || true").stdout
+        assert "Bearer" not in heard and "Authorization" not in heard
+        assert_torn_down(fleet)
+    finally:
+        sh(head, "pkill -f '[d]apo-stranger/heard' || true; rm -rf /tmp/dapo-stranger")
+
+
 def test_a_rehearsal_names_each_rank_without_its_npu_device_or_its_cann_environment(fleet):
     """/dev/davinci5 hidden on node2 (F7), node2's tokenizer.json moved away (issue 25: verl builds the tokenizer on
     every node), and node1's CANN environment script emptied (F2: Ray and every actor on node1 then run without it):

@@ -8,6 +8,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,13 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     head_gcs = socket.create_server(("127.0.0.1", 0))  # the worker's script waits for the head's GCS port
     data = hostile_spec(marker, payload)
     data["cluster"]["ray_port"] = head_gcs.getsockname()[1]
+    # submit.sh sends the token only to root's Ray dashboard (dapo_ops/ray_listeners.py): a process that looks so
+    dashboard_script = tmp_path / "ray" / "dashboard" / "dashboard.py"
+    dashboard_script.parent.mkdir(parents=True)
+    dashboard_script.write_text("import socket, time\ns = socket.create_server(('127.0.0.1', 0))\n"
+                                "print(s.getsockname()[1], flush=True)\ntime.sleep(120)\n")
+    dashboard = subprocess.Popen([sys.executable, str(dashboard_script)], stdout=subprocess.PIPE, text=True)
+    data["cluster"]["dashboard_port"] = int(dashboard.stdout.readline())
     spec = parse_spec(data)
     root = tmp_path / "node"
     (root / "conda" / "envs" / "dapo" / "bin").mkdir(parents=True)
@@ -233,6 +241,8 @@ def test_hostile_strings_never_execute(tmp_path, payload):
                              capture_output=True, text=True, env=env)
     assert sourced.stdout == bad and not marker.exists()
     head_gcs.close()
+    dashboard.kill()
+    dashboard.wait()
 
 
 @pytest.mark.parametrize("value, problem", [

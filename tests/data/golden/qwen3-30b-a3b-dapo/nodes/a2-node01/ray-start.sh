@@ -10,7 +10,8 @@ install -d -m 0700 -- /var/lib/dapo-ops/ray
 # logger creates no directory.
 mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
 # The dashboard (and its job API, which runs commands as root) listens on the head's loopback only: every dapo-ops
-# call to it runs on the head over SSH.
+# call to it runs on the head over SSH. --include-dashboard=true makes a taken dashboard port fail `ray start`
+# (without it Ray logs the bind failure and starts without a dashboard, and whoever holds the port gets the token).
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
 if pgrep -u 0 -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
@@ -22,7 +23,7 @@ command -v nft >/dev/null ||
 nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
 export DASHBOARD_METRIC_PORT=44227 AUTOSCALER_METRIC_PORT=44217
 exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
-  --dashboard-host=127.0.0.1 --dashboard-port=8265 \
+  --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=8265 \
   --ray-client-server-port=10001 \
   --node-manager-port=6380 --object-manager-port=6381 \
   --dashboard-agent-grpc-port=6382 \
