@@ -58,6 +58,11 @@ class Inventory:
 
 
 _plugins_ready = False
+SCRIPTS_OPT_IN = "DAPO_OPS_INVENTORY_SCRIPTS"   # =1: executable inventory files run (dynamic inventories)
+# The connection variables dapo-ops reads besides its own dapo_* (and the stack_* of layout.py)
+CONNECTION_VARS = ("ansible_host", "ansible_user", "ansible_ssh_user", "ansible_port", "ansible_ssh_port",
+                   "ansible_ssh_private_key_file", "ansible_private_key_file")
+_TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
 def load_raw(source: Path) -> dict:
@@ -66,6 +71,13 @@ def load_raw(source: Path) -> dict:
     if not source.exists():
         hint = " (run `dapo-ops sim up` first)" if source.resolve() == SIM_INVENTORY_DIR.resolve() else ""
         raise InventoryError(f"inventory {source} does not exist{hint}")
+    scripts = os.environ.get(SCRIPTS_OPT_IN) == "1"
+    if not scripts:
+        executable = _executable_files(source)
+        if executable:
+            raise InventoryError(f"inventory file {executable[0]} is executable: Ansible would run it on the "
+                                 "controller as an inventory script; dapo-ops reads YAML and INI inventories only "
+                                 f"(chmod a-x it, or set {SCRIPTS_OPT_IN}=1 to run inventory scripts)")
     key = inventory_cache.cache_key(source)
     raw = inventory_cache.read(key) if key else None
     if raw is None:
@@ -73,6 +85,21 @@ def load_raw(source: Path) -> dict:
         if key:
             inventory_cache.write(key, raw)
     return raw
+
+
+def _executable_files(source: Path) -> list[Path]:
+    """The executable regular files Ansible would read as inventory sources (group_vars/host_vars hold variables,
+    read as YAML, and hidden files are skipped, as Ansible's inventory manager does)."""
+    if source.is_file():
+        return [source] if os.access(source, os.X_OK) else []
+    found = []
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source).parts
+        if relative[0] in ("group_vars", "host_vars") or any(part.startswith(".") for part in relative):
+            continue
+        if path.is_file() and os.access(path, os.X_OK):
+            found.append(path)
+    return found
 
 
 def _ansible_list(source: Path) -> dict:
@@ -117,6 +144,8 @@ def _parse_with_ansible(source: Path) -> dict:
     # group_vars/host_vars listings are cached per process; a second read in one process must see new files
     host_group_vars.FOUND.clear()
     host_group_vars.NAK.clear()
+    # YAML and INI only, as ansible.cfg says, whatever the environment enables; scripts only on the opt-in
+    constants.INVENTORY_ENABLED = ["yaml", "ini"] + (["script"] if os.environ.get(SCRIPTS_OPT_IN) == "1" else [])
     loader = DataLoader()
     inventory = InventoryManager(loader=loader, sources=[str(source)])
     variables = VariableManager(loader=loader, inventory=inventory)
@@ -147,7 +176,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
         v = hostvars.get(name, {})
         problems = ([] if HOST_NAME.fullmatch(name) and ".." not in name else
                     ["the host name is not a plain name (letters, digits, '.', '_', '-'; it names files)"])
-        problems += layout_problems(v)
+        problems += layout_problems(v) + _template_problems(v)
         if problems:
             raise InventoryError(f"inventory {source}: host {name!r}: {problems[0]}")
         address = v.get("ansible_host", name)
@@ -163,6 +192,22 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
             key_file=Path(os.path.expanduser(key)) if key else None,
             connect_timeout=float(v.get("dapo_ssh_connect_timeout", 10)), vars=v))
     return Inventory(source, tuple(hosts))
+
+
+def _template_problems(host_vars: dict) -> list[str]:
+    """dapo_* and connection values are data: one holding a Jinja2 template (`{{ lookup('pipe', ...) }}` would run
+    on the controller when Ansible renders it) is refused, whatever its depth in a list or mapping."""
+    def templated(value) -> bool:
+        if isinstance(value, str):
+            return any(mark in value for mark in _TEMPLATE_MARKS)
+        if isinstance(value, dict):
+            return any(templated(k) or templated(v) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(templated(v) for v in value)
+        return False
+    return [f"{key} holds a template ({str(value)[:60]!r}): dapo-ops reads inventory values as data, and Ansible "
+            "would evaluate it on the controller" for key, value in sorted(host_vars.items())
+            if (key.startswith("dapo_") or key in CONNECTION_VARS) and templated(value)]
 
 
 def _group_hosts(raw: dict, group: str) -> list[str]:

@@ -153,3 +153,55 @@ def test_plain_references_between_stack_values_still_resolve(tmp_path):
                                                          "stack_src_root": "{{ stack_conda_prefix }}/src"}}), tmp_path)
     layout = node_layout(inventory.hosts[0].vars)
     assert (layout.python, layout.src_root) == ("/data/conda/envs/dapo/bin/python", "/data/conda/src")
+
+
+def _inventory_dir(tmp_path, extra_vars=""):
+    directory = tmp_path / "inv"
+    directory.mkdir()
+    (directory / "hosts.yml").write_text(
+        "all:\n  children:\n    npu_nodes:\n      hosts:\n        n1: {ansible_host: 192.0.2.1}\n"
+        "  vars:\n    dapo_npus_per_node: 8\n" + extra_vars)
+    return directory
+
+
+def test_an_executable_inventory_file_is_refused_and_never_run(tmp_path, monkeypatch):
+    """#26: any executable file in an inventory directory ran when Ansible's script plugin loaded it."""
+    monkeypatch.delenv("DAPO_OPS_INVENTORY_SCRIPTS", raising=False)
+    marker = tmp_path / "ran"
+    directory = _inventory_dir(tmp_path)
+    script = directory / "dynamic.py"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\necho '{{\"npu_nodes\": {{\"hosts\": [\"n2\"]}}}}'\n")
+    script.chmod(0o755)
+    with pytest.raises(InventoryError, match=r"inventory file .*dynamic.py is executable: Ansible would run it"):
+        load_inventory(directory)
+    with pytest.raises(InventoryError, match="is executable"):
+        load_inventory(script)
+    assert not marker.exists()
+    monkeypatch.setenv("DAPO_OPS_INVENTORY_SCRIPTS", "1")  # the opt-in: a dynamic inventory is run
+    assert sorted(load_inventory(directory).names()) == ["n1", "n2"] and marker.exists()
+
+
+def test_an_executable_group_vars_file_is_only_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("DAPO_OPS_INVENTORY_SCRIPTS", raising=False)
+    directory = _inventory_dir(tmp_path)
+    (directory / "group_vars").mkdir()
+    (directory / "group_vars" / "all.yml").write_text("dapo_hccl_ifname: eth9\n")
+    (directory / "group_vars" / "all.yml").chmod(0o755)
+    assert load_inventory(directory).hosts[0].vars["dapo_hccl_ifname"] == "eth9"
+
+
+@pytest.mark.parametrize("value", ["\"{{ lookup('pipe', 'touch /tmp/x') }}\"", "[a, \"{% raw %}x{% endraw %}\"]",
+                                   "{inner: \"{{ 1 }}\"}"])
+def test_a_templated_dapo_value_is_refused_naming_host_and_variable(tmp_path, value):
+    directory = _inventory_dir(tmp_path, f"    dapo_hccl_ifname: {value}\n")
+    with pytest.raises(InventoryError, match=r"host 'n1': dapo_hccl_ifname holds a template .*Ansible would "
+                                             r"evaluate it on the controller"):
+        load_inventory(directory)
+
+
+def test_ansible_reads_yaml_and_ini_inventories_only():
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(INVENTORY_DIR.parent / "ansible.cfg")
+    assert [p.strip() for p in config["inventory"]["enable_plugins"].split(",")] == ["yaml", "ini"]
