@@ -14,6 +14,11 @@ description:
   - An editable checkout is installed last with C(--no-deps --no-build-isolation): its dependencies and the build
     requirements of its pyproject.toml come from the lock in the step before (pip's hash-checking mode has no
     hash for a directory, so the checkout itself is the one thing not hash-checked).
+  - Nothing from the index builds or runs before its hash is checked. The plan and the install take wheels only
+    (C(--only-binary=:all:)), whose metadata pip reads without running anything; the lock's source-only packages
+    (I(source_only): no wheel exists) are first downloaded with C(--require-hashes) (pip checks the hash before it
+    prepares the sdist's metadata), then planned and installed from that checked file. No build runs in an isolated
+    environment (C(--no-build-isolation)): the build backend is the environment's, installed from the lock before.
   - Check mode plans and reports what would change without installing.
 options:
   python:
@@ -58,6 +63,12 @@ options:
       compiles each module on its first import instead.
     type: bool
     default: true
+  source_only:
+    description: Distributions the lock pins that have no wheel (only an sdist); they alone may be built, from a
+      hash-checked download.
+    type: list
+    elements: str
+    default: []
   reinstall_editable:
     description: Reinstall the checkout even when it is installed editable from I(editable) already.
     type: bool
@@ -97,6 +108,18 @@ except m.PackageNotFoundError:
     raw = "{}"
 info = json.loads(raw)
 print(unquote(urlparse(info["url"]).path) if info.get("dir_info", {}).get("editable") else "")
+"""
+
+
+INSTALLED_VERSIONS = r"""
+import importlib.metadata as m, json, sys
+found = {}
+for name in sys.argv[1:]:
+    try:
+        found[name] = m.version(name)
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps(found))
 """
 
 
@@ -168,23 +191,80 @@ def check_plan(report, entries, editable_dir=None, skip=()):
     return planned, refusals, editable_name, skipped
 
 
+def source_only_lines(entries, names):
+    """The lock's lines of the source-only distributions it pins (names it lacks are left out)."""
+    return [entries[name]["line"] for name in sorted(set(normalize(n) for n in names)) if name in entries]
+
+
+def local_file_lines(entries, downloaded):
+    """name -> 'name @ file:///path --hash=...' for each downloaded source-only file (install lines), from a
+    name -> path map."""
+    return {name: "%s @ file://%s %s" % (name, path, " ".join("--hash=sha256:%s" % h for h in entries[name]["hashes"]))
+            for name, path in downloaded.items()}
+
+
 def requirement_names(specs):
     return [normalize(re.split(r"[<>=!~\[;\s@]", spec.strip(), maxsplit=1)[0]) for spec in specs if spec.strip()]
 
 
 class Runner:
-    def __init__(self, module, python, lock_path, skip=(), compile_modules=True):
+    def __init__(self, module, python, lock_path, skip=(), compile_modules=True, source_only=()):
         self.module, self.python, self.lock_path = module, python, lock_path
         self.scratch = tempfile.mkdtemp(prefix="dapo-pip-")
         self.editable_name = None
         self.skip, self.skipped = list(skip), []
-        self.install_options = [] if compile_modules else ["--no-compile"]
         self.entries = parse_lock(open(lock_path).read())
         if not self.entries:
             module.fail_json(msg="%s pins no package: not a lock" % lock_path)
+        self.source_only = [normalize(n) for n in source_only if normalize(n) in self.entries]
+        # wheels only, but for the source-only names; no build in an environment pip fills from the index
+        self.formats = ["--only-binary=:all:", "--no-build-isolation"] + \
+            ["--no-binary=%s" % name for name in self.source_only]
+        self.install_options = ([] if compile_modules else ["--no-compile"]) + self.formats
+        self.local, self.local_lines = {}, {}
         self.constraints = os.path.join(self.scratch, "constraints.txt")
         with open(self.constraints, "w") as out:
             out.write(constraints_text(self.entries))
+
+    def fetch_source_only(self):
+        """Download the source-only files hash-checked (pip checks before it prepares metadata), then constrain
+        the plan to those files."""
+        # one installed at its locked version satisfies the plan as it is (pip fetches nothing for it); a file URL
+        # constraint would make pip reinstall it on every run
+        installed = self._installed_versions(self.source_only)
+        wanted = [n for n in self.source_only
+                  if _canonical_version(installed.get(n) or "") != _canonical_version(self.entries[n]["version"])]
+        lines = source_only_lines(self.entries, wanted)
+        if lines and self.module.run_command([self.python, "-c", "import setuptools"])[0] != 0:
+            lines = []  # no build backend yet (the first call installs the lock's): nothing may be built
+        if not lines:
+            self.formats = [f for f in self.formats if not f.startswith("--no-binary=")]
+            self.install_options = [f for f in self.install_options if not f.startswith("--no-binary=")]
+            return
+        directory = os.path.join(self.scratch, "source-only")
+        path = os.path.join(self.scratch, "source-only.txt")
+        with open(path, "w") as out:
+            out.write("".join(line + "\n" for line in lines))
+        command = [self.python, "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--no-deps",
+                   "--require-hashes", "--no-build-isolation", "-d", directory, "-r", path] + \
+            ["--no-binary=%s" % name for name in self.source_only]
+        rc, out, err = self.module.run_command(command, cwd=self.scratch)
+        if rc != 0:
+            self.module.fail_json(msg="pip failed to download the source-only packages %s hash-checked: %s"
+                                      % (", ".join(self.source_only), _last_error(err or out)), cmd=command, rc=rc)
+        for filename in sorted(os.listdir(directory)):
+            stem = normalize(filename)
+            for name in self.source_only:
+                if stem.startswith("%s-%s" % (name, normalize(self.entries[name]["version"]))):
+                    self.local[name] = os.path.join(directory, filename)
+        self.local_lines = local_file_lines(self.entries, self.local)
+        with open(self.constraints, "w") as out:
+            out.write("".join("%s @ file://%s\n" % (n, self.local[n]) if n in self.local else
+                              "%s==%s\n" % (n, e["version"]) for n, e in sorted(self.entries.items())))
+
+    def _installed_versions(self, names):
+        rc, out, _ = self.module.run_command([self.python, "-c", INSTALLED_VERSIONS] + list(names))
+        return json.loads(out) if rc == 0 and out.strip() else {}
 
     def pip(self, args, what):
         command = [self.python, "-m", "pip", "install", "--disable-pip-version-check"] + args
@@ -196,7 +276,7 @@ class Runner:
 
     def plan(self, args, editable_dir=None):
         report = os.path.join(self.scratch, "report.json")
-        self.pip(["--dry-run", "--quiet", "--report", report, "-c", self.constraints] + args,
+        self.pip(["--dry-run", "--quiet", "--report", report, "-c", self.constraints] + self.formats + args,
                  "plan the install against the lock %s" % self.lock_path)
         with open(report) as f:
             planned, refusals, self.editable_name, skipped = check_plan(json.load(f), self.entries, editable_dir,
@@ -213,7 +293,7 @@ class Runner:
             return
         path = os.path.join(self.scratch, "locked.txt")
         with open(path, "w") as out:
-            out.write("".join(self.entries[name]["line"] + "\n" for name in names))
+            out.write("".join(self.local_lines.get(name, self.entries[name]["line"]) + "\n" for name in names))
         self.pip(self.install_options + ["--require-hashes", "--no-deps", "-r", path], "install from the lock")
 
 
@@ -236,6 +316,7 @@ def main():
             "reinstall_editable": {"type": "bool", "default": False},
             "skip": {"type": "list", "elements": "str", "default": []},
             "compile": {"type": "bool", "default": True},
+            "source_only": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -243,10 +324,12 @@ def main():
     for path, what in ((params["python"], "python"), (params["lock"], "lock")):
         if not os.path.exists(path):
             module.fail_json(msg="%s %s does not exist" % (what, path))
-    runner = Runner(module, params["python"], params["lock"], params["skip"], params["compile"])
+    runner = Runner(module, params["python"], params["lock"], params["skip"], params["compile"],
+                    params["source_only"])
     editable = params["editable"]
     installed = []
     try:
+        runner.fetch_source_only()
         if editable and params["build_requirements"] and os.path.exists(os.path.join(editable, "pyproject.toml")):
             rc, out, err = module.run_command([params["python"], "-c", BUILD_REQUIRES,
                                                os.path.join(editable, "pyproject.toml")])

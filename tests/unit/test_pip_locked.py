@@ -83,6 +83,7 @@ def run_module(base: Path, conf: Path, **args) -> dict:
     env = {"PATH": "/usr/bin:/bin", "PIP_CONFIG_FILE": str(conf), "HOME": str(base)}
     result = subprocess.run([sys.executable, str(MODULE_PATH), str(args_file)], capture_output=True, text=True,
                             env=env, timeout=300)
+    assert result.stdout.strip(), result.stderr[-3000:]
     return json.loads(result.stdout)
 
 
@@ -174,3 +175,92 @@ def test_a_skipped_dependency_is_left_out_and_not_reported_as_a_skipped_task(ind
     assert not result.get("failed"), result
     assert result["installed"] == ["alpha==1.0"] and result["left_out"] == ["beta"] and "skipped" not in result
     assert "beta" not in installed(python)
+
+
+# An sdist's in-tree backend that leaves a marker the moment pip loads it (any hook), then builds a plain wheel.
+MARKING_BACKEND = '''
+import base64, hashlib, os, zipfile
+open(@MARKER@, "a").write("built\\n")
+NAME, VERSION = @NAME@, "1.0"
+META = "Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (NAME, VERSION)
+WHEEL = "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+INFO = "%s-%s.dist-info" % (NAME, VERSION)
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    files = {NAME + "/__init__.py": "", INFO + "/METADATA": META, INFO + "/WHEEL": WHEEL}
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append("%s,sha256=%s,%d" % (name, digest, len(text.encode())))
+    files[INFO + "/RECORD"] = "\\n".join(record + [INFO + "/RECORD,,"]) + "\\n"
+    wheel = "%s-%s-py3-none-any.whl" % (NAME, VERSION)
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return wheel
+'''
+
+
+def _marking_sdist(directory: Path, name: str, marker: Path) -> Path:
+    import io
+    import tarfile
+
+    top = f"{name}-1.0"
+    members = {f"{top}/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                        'backend-path = ["."]\n',
+               f"{top}/backend.py": MARKING_BACKEND.replace("@MARKER@", repr(str(marker))).replace("@NAME@", repr(name)),
+               f"{top}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"}
+    path = directory / f"{top}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for member, text in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return path
+
+
+def test_an_sdist_on_the_index_never_builds_before_its_hash_is_checked(index_and_venv):
+    """#26: the plan ran `pip install --dry-run` without hashes or --only-binary, so an sdist the index served for a
+    locked name and version ran its build backend as root on every node before any hash was checked."""
+    base, python, conf, lock = index_and_venv
+    index = Path(conf.read_text().split("find-links = ")[1].split("\n")[0])
+    marker = base / "gamma-built"
+    _marking_sdist(index, "gamma", marker)
+    tampered = base / "gamma-lock.txt"  # the lock pins gamma 1.0 by the hash of a file the index does not serve
+    tampered.write_text(lock.read_text() + "gamma==1.0 \\\n    --hash=sha256:" + "c" * 64 + "\n")
+    as_wheel = run_module(base, conf, python=str(python), lock=str(tampered), requirements=["gamma"])
+    assert as_wheel.get("failed") and "gamma" in as_wheel["msg"]
+    as_source = run_module(base, conf, python=str(python), lock=str(tampered), requirements=["gamma"],
+                           source_only=["gamma"])
+    assert as_source.get("failed") and "hash" in as_source["msg"].lower()
+    assert not marker.exists() and "gamma" not in installed(python)
+
+
+def test_a_source_only_package_is_built_from_its_hash_checked_download(index_and_venv):
+    base, python, conf, lock = index_and_venv
+    index = Path(conf.read_text().split("find-links = ")[1].split("\n")[0])
+    marker = base / "delta-built"
+    sdist = _marking_sdist(index, "delta", marker)
+    locked = base / "delta-lock.txt"
+    locked.write_text(lock.read_text() + f"delta==1.0 \\\n    --hash=sha256:{_sha(sdist)}\n")
+    refused = run_module(base, conf, python=str(python), lock=str(locked), requirements=["delta"])
+    assert refused.get("failed") and not marker.exists()      # not listed as source-only: wheels only
+    result = run_module(base, conf, python=str(python), lock=str(locked), requirements=["delta"],
+                        source_only=["delta"])
+    assert not result.get("failed"), result
+    assert result["installed"] == ["delta==1.0"] and installed(python).get("delta") == "1.0" and marker.exists()
+    again = run_module(base, conf, python=str(python), lock=str(locked), requirements=["delta"],
+                       source_only=["delta"])
+    assert again["changed"] is False and again["installed"] == []  # not reinstalled from a new download each run
+
+
+def test_the_manifests_source_only_packages_are_locked_ones():
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "stack" / "manifest.yml").read_text())
+    entries = module.parse_lock((ROOT / "stack" / "lock" / "aarch64.txt").read_text())
+    names = manifest["python"]["source_only"]
+    assert names and all(module.normalize(name) in entries for name in names)
+    assert module.source_only_lines(entries, names + ["not-locked"]) == [entries[module.normalize(n)]["line"]
+                                                                        for n in sorted(names)]
