@@ -182,7 +182,7 @@ class _Launch:
         with self.steps.step("tear down (--rehearse-only)"):
             errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=self.timeouts["stop"]).items()
                       if e}
-            locks.release(self.hosts, self.record.run_id)
+            locks.release(cluster.stopped(self.hosts, errors), self.record.run_id)
             if errors:
                 raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
                                           "; ".join(errors.values()))
@@ -207,13 +207,17 @@ class _Launch:
                 with self.steps.step("tear down after the failure"):
                     errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=30,
                                                                 starters_of=record.node_dir).items() if e}
-            finally:
-                locks.release(self.hosts, record.run_id)
+                    for error in errors.values():
+                        self.steps.note(f"{error}: it stays locked and fenced")
+            finally:  # where Ray survived, the lock, token and table stay until `dapo-ops stop` gets it down
+                locks.release(cluster.stopped(self.hosts, errors), record.run_id)
             if errors:
                 record.mark("failed", f"{record.reason} (Ray and the run lock left on: " + "; ".join(errors.values()) + "; "
                             f"`dapo-ops stop {record.run_id}` retries)")
             if isinstance(exc, KeyboardInterrupt):
-                raise DapoError("launch interrupted; what was started has been torn down") from None
+                raise DapoError("launch interrupted; what was started has been torn down" + (
+                    f", but for Ray on {', '.join(sorted(errors))} (`dapo-ops stop {record.run_id}` retries)"
+                    if errors else "")) from None
             raise
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dapo_ops.errors import UsageError
+from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.inventory import Inventory
 from dapo_ops.launch import cluster, locks
 from dapo_ops.launch.records import RunRecord
@@ -25,7 +25,13 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
         cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
     errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
-    locks.release(hosts, record.run_id)
+    locks.release(cluster.stopped(hosts, errors), record.run_id)
+    if errors:  # those nodes keep the lock, the token and the firewall table: a later stop finishes the job
+        left = ", ".join(sorted(errors))
+        record.mark(record.state, f"Ray not stopped on {left}, which keep the run's lock, token and firewall "
+                                  f"table: {'; '.join(errors.values())}")
+        raise DapoError(f"Ray is still up on {left}, which stay locked and fenced: "
+                        f"{'; '.join(errors[n] for n in sorted(errors))}; `dapo-ops stop {record.run_id}` retries")
     if record.state not in ("failed", "rehearsed"):
-        record.mark("stopped", f"ray not stopped on: {errors}" if errors else None)
+        record.mark("stopped")
     return record

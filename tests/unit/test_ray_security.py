@@ -16,7 +16,7 @@ from dapo_ops.job.render import firewall_table, pick_nodes, render
 from dapo_ops.job.secrets import (SecretError, job_secrets, loggers, missing_secrets, netrc_text, read_secret,
                                   wandb_machine)
 from dapo_ops.job.spec import parse_spec
-from dapo_ops.launch.cluster import leave_command
+from dapo_ops.launch.teardown import leave_command
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.ray_ports import DEFAULT_RAY_PORTS, LOCAL, PEER, ray_ports

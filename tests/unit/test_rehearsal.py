@@ -176,7 +176,7 @@ def test_interface_address_of_loopback_and_of_a_missing_interface():
 def test_kill_patterns_match_the_starters_but_not_the_shell_that_kills(text, own_line, target):
     import subprocess
 
-    from dapo_ops.launch.cluster import _unmatchable_by_itself
+    from dapo_ops.launch.teardown import _unmatchable_by_itself
 
     pattern = _unmatchable_by_itself(text)
     lines = "\n".join([own_line.format(p=pattern), target, target.replace("ray", "rey")]) + "\n"
