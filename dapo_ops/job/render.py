@@ -44,6 +44,7 @@ RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
 # A run's files on every node: RUNS_ROOT/<run id> (the run record's node_dir).
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
 FIREWALL_VAR = "dapo_ray_firewall"
+FENCE_NIC_VAR = "dapo_run_fence_nic"
 RAY_TOKEN_NAME = "ray-token"
 
 
@@ -79,16 +80,27 @@ class RenderNode:
     head: bool
     ray_ports: object = None    # the inventory's dapo_ray_ports (dapo_ops/ray_ports.py fills the defaults)
     firewall: bool = True       # dapo_ray_firewall: the run's nftables table keeps Ray's ports to the run's nodes
+    fence_nic: bool = True      # dapo_run_fence_nic: the table also drops new TCP on the HCCL NIC from other hosts
+    ssh_port: int = 22          # kept open on that NIC (the inventory's ansible_port)
 
 
 def shell_quote(value) -> str:
     return shlex.quote(str(value))
 
 
+def nft_string(value) -> str:
+    """An nftables quoted string (an interface name: hccl_nic has checked its characters already)."""
+    text = str(value)
+    if not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,15}", text):
+        raise RenderError(f"{text!r} cannot be named in an nftables rule")
+    return f'"{text}"'
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["sh"] = shell_quote
+    env.filters["nft_string"] = nft_string
     return env
 
 
@@ -102,7 +114,8 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
         layout = node_layout(host.vars)
         nodes.append(RenderNode(host.name, addresses.get(host.name), hccl_nic(host), layout.env_script,
                                 layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
-                                host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False))
+                                host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False,
+                                host.vars.get(FENCE_NIC_VAR, True) is not False, int(host.port)))
     return nodes
 
 

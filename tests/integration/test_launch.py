@@ -224,6 +224,15 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     assert open_ports(fleet["node1"].address, head_ports) == set()
     assert open_ports(head_ip, [6379, 10001, 52365], netns=outsider) == set()
     assert sh(fleet["node2"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/6379'", ok=False).exit_code == 0
+    # issue 26 (3): the job's own servers on kernel-chosen ports (here a stand-in on 0.0.0.0:23456 of the head)
+    # answer the run's nodes over the HCCL NIC, and nobody else there
+    sh(fleet["node1"], "(nohup /usr/bin/python3 -c 'import socket, time; s = socket.create_server((\"0.0.0.0\", "
+                       "23456)); time.sleep(120)' >/dev/null 2>&1 &); sleep 1")
+    try:
+        assert open_ports(head_ip, [23456], netns=outsider) == set()
+        assert sh(fleet["node2"], f"timeout 5 bash -c '</dev/tcp/{head_ip}/23456'", ok=False).exit_code == 0
+    finally:
+        sh(fleet["node1"], "pkill -f '[c]reate_server..\"0.0.0.0\", 23456' || true")
     # Ray's token authentication: on the head itself (inside the firewall) the job APIs refuse a request without the
     # run's token, the dashboard's and the one of the dashboard agent that ran `id` as root in the issue
     python = node_layout(fleet["node1"].vars).python
@@ -663,3 +672,44 @@ def test_a_revoked_host_key_stops_even_a_forced_launch_before_any_node_is_touche
     assert "lock node1" not in result.stdout + result.stderr
     for host in fleet.values():
         assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
+
+
+def test_a_node_where_ray_survives_the_stop_stays_locked_and_fenced_until_a_later_stop(fleet):
+    """#26: `stop` removed the firewall table, the lock and the token even where Ray outlived three `ray stop`s,
+    and exited 0. Now that node keeps all three, is named, the stop fails, and a later stop finishes."""
+    from dapo_ops.job.render import firewall_table
+    from dapo_ops.launch import cluster, locks
+    from dapo_ops.launch.records import RunRecord, new_run_id, this_launcher
+
+    run_id = new_run_id("survivor")
+    record = RunRecord(run_id=run_id, job="survivor", nodes=["node1", "node2"], head="node1",
+                       head_address=fleet["node1"].address, dashboard="http://127.0.0.1:8265",
+                       node_dir=cluster.node_dir(run_id), launcher=this_launcher())
+    record.mark("starting")
+    record.mark("running")
+    nodes = [fleet["node1"], fleet["node2"]]
+    locks.acquire(nodes, run_id)
+    table = firewall_table(run_id)
+    for host in nodes:
+        sh(host, f"install -d -m 0700 {record.node_dir} && echo secret > {record.token_file} && "
+                 f"nft add table inet {table}")
+    # a root process Ray's own `ray stop --force` does not know, but dapo-ops counts as Ray (RAY_PROCESS_PATTERN)
+    survivor = "/var/tmp/dapo-survivor/ray/_private/survivor.py"
+    sh(fleet["node2"], f"mkdir -p {survivor.rsplit('/', 1)[0]} && echo 'import time; time.sleep(600)' > {survivor} && "
+                       f"(nohup /usr/bin/python3 {survivor} >/dev/null 2>&1 &)")
+    left = f"test -e {record.token_file} && test -e /var/lib/dapo-ops/cluster.lock && nft list table inet {table}"
+    try:
+        refused = cli("stop", run_id)
+        assert refused.returncode == 1, refused.stderr
+        assert "Ray is still up on node2, which stay locked and fenced" in refused.stderr
+        assert "survivor.py" in refused.stderr and f"`dapo-ops stop {run_id}` retries" in refused.stderr
+        assert sh(fleet["node2"], left, ok=False).exit_code == 0
+        assert sh(fleet["node1"], f"test -e {record.token_file} || nft list table inet {table} || "
+                                  "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code != 0
+    finally:
+        sh(fleet["node2"], "pkill -f '[d]apo-survivor' || true")
+    finished = cli("stop", run_id)
+    assert finished.returncode == 0, finished.stderr
+    assert sh(fleet["node2"], f"test -e {record.token_file} || nft list table inet {table} || "
+                              "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code != 0
+    sh(fleet["node2"], "rm -rf /var/tmp/dapo-survivor")

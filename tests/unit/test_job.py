@@ -200,9 +200,17 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     root = tmp_path / "node"
     (root / "conda" / "envs" / "dapo" / "bin").mkdir(parents=True)
     (root / "src" / "verl").mkdir(parents=True)
-    (root / "cann-env.sh").write_text("export DAPO_CANN_SOURCED=1\n")
+    # the vendor environment puts its own directory first on PATH; a root command found there would be its code
+    vendor = root / "vendor-bin"
+    vendor.mkdir()
+    for command in ("install", "mkdir", "pgrep", "nft", "timeout", "ss", "grep", "stat", "env"):
+        (vendor / command).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (vendor / command).chmod(0o755)
+    (root / "cann-env.sh").write_text(f"export DAPO_CANN_SOURCED=1 PATH={vendor}:$PATH\n")
     record = tmp_path / "calls"
-    stub = f"#!/bin/bash\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" >> {record}\n"
+    ray_paths = tmp_path / "ray-paths"
+    stub = (f"#!/bin/bash\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" >> {record}\n"
+            f"printf '%s %s\\n' \"$1\" \"$PATH\" >> {ray_paths}\n")
     # like `ray job submit`: the words after `--` joined with subprocess.list2cmdline, run by /bin/sh
     ray_stub = stub + ('if [ "$1" = job ]; then shift; while [ "$1" != -- ]; do shift; done; shift; '
                        'exec sh -c "$(python3 -c \'import subprocess, sys; print(subprocess.list2cmdline(sys.argv[1:]))\' '
@@ -233,7 +241,11 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     for script in ("nodes/n1/ray-start.sh", "nodes/n2/ray-start.sh", "nodes/n1/submit.sh"):
         run = subprocess.run(["bash", str(out / script)], env=env, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, (script, run.stderr)
-    assert not marker.exists()
+    assert not marker.exists()  # no root command came from the vendor's directory
+    started = [line.split(" ", 1) for line in ray_paths.read_text().splitlines()
+               if line.split(" ")[0] in ("start", "job")]
+    assert {verb for verb, _ in started} == {"start", "job"}  # Ray and the job get the environment's PATH back
+    assert all(path.startswith(f"{vendor}:") for _, path in started), started
     calls = record.read_text().split("\0")
     bad = payload.format(m=marker)
     assert f"data.prompt_key={hydra_value(bad)}" in calls  # the hostile value arrived intact, as data

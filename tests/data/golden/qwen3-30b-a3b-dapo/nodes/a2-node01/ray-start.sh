@@ -4,6 +4,10 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Root's own commands (install, nft, pgrep, ss, timeout ...) come from the system's directories, not from whatever
+# the sourced environment put first; Ray and the job get the environment's PATH back.
+job_path=$PATH
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
 install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
@@ -22,7 +26,7 @@ command -v nft >/dev/null ||
   { echo 'nft is not installed on a2-node01: install the nftables package, or set dapo_ray_firewall: false in the inventory' >&2; exit 1; }
 nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
 export DASHBOARD_METRIC_PORT=44227 AUTOSCALER_METRIC_PORT=44217
-exec /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
+exec env PATH="$job_path" /opt/miniconda3/envs/dapo/bin/ray start --head --node-ip-address=198.51.100.11 --port=6379 \
   --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port=8265 \
   --ray-client-server-port=10001 \
   --node-manager-port=6380 --object-manager-port=6381 \

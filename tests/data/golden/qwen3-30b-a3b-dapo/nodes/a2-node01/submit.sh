@@ -6,6 +6,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=/dev/null
 source "$here/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Root's own commands (install, nft, pgrep, ss, timeout ...) come from the system's directories, not from whatever
+# the sourced environment put first; Ray and the job get the environment's PATH back.
+job_path=$PATH
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 submission_id=${DAPO_SUBMISSION_ID:?set DAPO_SUBMISSION_ID (dapo-ops launch does)}
 # The token goes to the dashboard's port only when root's Ray dashboard holds it (dapo_ops/ray_listeners.py)
 command -v ss >/dev/null || {
@@ -32,5 +36,5 @@ for dapo_x in $dapo_p; do
          "not root's Ray dashboard: the run's token was not sent" >&2; exit 97;;
   esac
 done
-exec /opt/miniconda3/envs/dapo/bin/ray job submit --address=http://127.0.0.1:8265 --submission-id="$submission_id" \
+exec env PATH="$job_path" /opt/miniconda3/envs/dapo/bin/ray job submit --address=http://127.0.0.1:8265 --submission-id="$submission_id" \
   --runtime-env="$here/runtime_env.yaml" --no-wait -- bash "$here/entrypoint.sh"

@@ -4,6 +4,10 @@ set -eo pipefail
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -u  # only after the environment: vendor set_env.sh scripts read unset variables
+# Root's own commands (install, nft, pgrep, ss, timeout ...) come from the system's directories, not from whatever
+# the sourced environment put first; Ray and the job get the environment's PATH back.
+job_path=$PATH
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
 install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
@@ -25,7 +29,7 @@ timeout "$budget" bash -c 'until : 2>/dev/null <"/dev/tcp/$0/$1"; do sleep 0.5; 
 command -v nft >/dev/null ||
   { echo 'nft is not installed on a2-node02: install the nftables package, or set dapo_ray_firewall: false in the inventory' >&2; exit 1; }
 nft -f "$(dirname "${BASH_SOURCE[0]}")/ray-firewall.nft"
-exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" /opt/miniconda3/envs/dapo/bin/ray start --address=198.51.100.11:6379 \
+exec timeout "$((budget - SECONDS > 10 ? budget - SECONDS : 10))" env PATH="$job_path" /opt/miniconda3/envs/dapo/bin/ray start --address=198.51.100.11:6379 \
   --node-ip-address=198.51.100.12 \
   --node-manager-port=6380 --object-manager-port=6381 \
   --dashboard-agent-grpc-port=6382 \
