@@ -474,3 +474,28 @@ def test_names_are_matched_whole_not_up_to_a_trailing_newline():
 
     assert strings.is_name("dapo") and not strings.is_name("dapo\n")
     assert strings.is_env_name("HCCL_X") and not strings.is_env_name("HCCL_X\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a directory to another user (CI runs as root)")
+def test_job_directories_are_root_only_and_never_under_a_place_another_user_can_write(tmp_path):
+    """#26: verl's auto-resume torch.loads, as root, whatever checkpoint sits in its directory."""
+    from dapo_ops.job.render import environment
+
+    base = tmp_path / "jd"
+    (base / "open").mkdir(parents=True)
+    (base / "open").chmod(0o777)
+    (base / "theirs").mkdir()
+    os.chown(base / "theirs", 65534, 65534)
+
+    def make(directory):
+        script = environment().get_template("job-dirs.sh.j2").render(job_directories=[str(directory)])
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+
+    made = make(base / "ok" / "ckpt")
+    assert made.returncode == 0 and oct((base / "ok" / "ckpt").stat().st_mode & 0o777) == "0o700"
+    for directory, holder in ((base / "open" / "ckpt", base / "open"), (base / "theirs" / "ckpt", base / "theirs"),
+                              (base / "theirs", base / "theirs")):
+        refused = make(directory)
+        assert refused.returncode == 1 and f"{directory} is in {holder}" in refused.stderr
+        assert "another user can write to" in refused.stderr
+    assert not (base / "open" / "ckpt").exists() and not (base / "theirs" / "ckpt").exists()

@@ -11,8 +11,27 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
 install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
-# logger creates no directory.
-mkdir -p -- /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard
+# logger creates no directory. Root-only (0700), in directories only root can write to: verl's auto-resume loads
+# whatever checkpoint it finds there as root (torch.load), so a place another user could fill is refused.
+for dapo_dir in /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard; do
+  dapo_check=$dapo_dir
+  while :; do
+    if [ -e "$dapo_check" ]; then
+      read -r dapo_uid dapo_mode < <(stat -L -c '%u %a' -- "$dapo_check")
+      # root's, and not writable by group or others unless sticky (/tmp) above the job's own directory
+      if [ "$dapo_uid" != 0 ] || { [ $((8#$dapo_mode & 022)) != 0 ] &&
+           { [ "$dapo_check" = "$dapo_dir" ] || [ $((8#$dapo_mode & 01000)) = 0 ]; }; }; then
+        printf '%s: %s is in %s (owner uid %s, mode %s), which another user can write to: the job would write and load checkpoints there as root\n' \
+          "$(hostname)" "$dapo_dir" "$dapo_check" "$dapo_uid" "$dapo_mode" >&2
+        exit 1
+      fi
+    fi
+    [ "$dapo_check" != / ] || break
+    dapo_check=$(dirname -- "$dapo_check")
+  done
+  install -d -m 0700 -- "$dapo_dir"
+done
+
 # Leftovers from an earlier cluster go first (`ray stop` costs a second even when nothing runs: skip it then).
 if pgrep -u 0 -f '[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay/_private|[r]ay/autoscaler|[r]ay::' >/dev/null; then
   /opt/miniconda3/envs/dapo/bin/ray stop --force >/dev/null 2>&1 || true
