@@ -65,6 +65,7 @@ class SiteFleet:
         self.sim = sim
         self.first_run = None
         self.pids = None
+        self.output = ""  # the first site.yml run's output
 
     def _pids(self):
         state = self.sim.load_state()
@@ -84,7 +85,7 @@ class SiteFleet:
         boots = {name: json.loads(sh(h, "cat /dev/.dapo-sim/hw.json").stdout)["boots"] for name, h in nodes.items()}
         rc, output, recap = playbook()
         assert rc == 0, output[-3000:]
-        self.first_run, self.pids = (nodes, boots, recap), self._pids()
+        self.first_run, self.pids, self.output = (nodes, boots, recap), self._pids(), output
         return self.first_run
 
 

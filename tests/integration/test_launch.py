@@ -674,13 +674,16 @@ def test_a_revoked_host_key_stops_even_a_forced_launch_before_any_node_is_touche
         assert sh(host, "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
 
 
-def test_a_node_where_ray_survives_the_stop_stays_locked_and_fenced_until_a_later_stop(fleet):
+def test_a_node_where_ray_survives_the_stop_stays_locked_and_fenced_until_a_later_stop(fleet, runs_dir, monkeypatch):
     """#26: `stop` removed the firewall table, the lock and the token even where Ray outlived three `ray stop`s,
     and exited 0. Now that node keeps all three, is named, the stop fails, and a later stop finishes."""
     from dapo_ops.job.render import firewall_table
     from dapo_ops.launch import cluster, locks
+    from dapo_ops.launch import records
     from dapo_ops.launch.records import RunRecord, new_run_id, this_launcher
 
+    # records read DAPO_OPS_RUNS_DIR when first imported, which in a whole-suite run is before this module's fixture
+    monkeypatch.setattr(records, "RUNS_DIR", runs_dir)
     run_id = new_run_id("survivor")
     record = RunRecord(run_id=run_id, job="survivor", nodes=["node1", "node2"], head="node1",
                        head_address=fleet["node1"].address, dashboard="http://127.0.0.1:8265",

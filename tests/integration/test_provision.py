@@ -62,6 +62,16 @@ def test_full_run_installs_the_pinned_stack_on_both_nodes(provisioned):
         assert sh(host, "ls /opt/dapo-ops/src/vllm-ascend/vllm_ascend/").stdout.count("vllm_ascend_C") == 1
 
 
+def test_an_inventory_override_of_a_pinned_commit_is_warned_about(provisioned, site_fleet):
+    """#26: dapo_source_commits replaced the manifest's commits silently. The simulated git server carries rebuilt
+    commits for the pinned tags (`sim/repos.py`), so the simulated inventory overrides all three."""
+    manifest = load_manifest()
+    for name in ("vllm", "vllm_ascend", "verl"):
+        source = manifest.source(name)
+        assert (f"WARNING: dapo_source_commits replaces the pinned commit of {source.repo} {source.ref} "
+                f"({source.extra['commit']})") in " ".join(site_fleet.output.split())
+
+
 def test_old_firmware_node_upgrades_firmware_then_driver_with_one_reboot(provisioned):
     nodes, boots_before, _ = provisioned
     log = sh(nodes["node2"], "cat /var/log/ascend_seclog/operation.log").stdout.splitlines()

@@ -170,9 +170,10 @@ def test_every_node_makes_the_directories_the_job_writes_and_each_attempt_has_it
     files = render(spec, pick_nodes(hosts, manifest, {"a": "10.1.0.1", "b": "10.1.0.2"}), manifest, attempt="run-1")
     for node in ("a", "b"):
         script = files[f"nodes/{node}/ray-start.sh"]
-        mkdir = next(line for line in script.splitlines() if line.startswith("mkdir -p -- "))
+        made = next(line for line in script.splitlines() if line.startswith("for dapo_dir in "))
+        assert 'install -d -m 0700 -- "$dapo_dir"' in script
         for directory in first.directories():
-            assert directory in mkdir.split()
+            assert directory in made.removesuffix("; do").split()
     assert str(Path(first.file_logger).parent) in first.directories()
     assert f"trainer.default_local_dir={first.checkpoints}" in overrides(spec, manifest)
     assert first.checkpoints.startswith("/")
