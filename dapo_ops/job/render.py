@@ -15,11 +15,12 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from dapo_ops.errors import DapoError
+from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.nic import hccl_nic
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.npu_env import task_queue_enable
 from dapo_ops.job.overrides import checkpoint_dir, overrides
+from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME, TLS_VAR, tls_wanted
 from dapo_ops.job.secrets import needs_secrets, netrc_path
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.layout import node_layout
@@ -57,6 +58,12 @@ def ray_token_path(run_id: str) -> str:
     return f"{node_dir(run_id)}/{RAY_TOKEN_NAME}"
 
 
+def tls_paths(run_id: str) -> dict[str, str]:
+    """The run's Ray TLS files on every node (dapo_ray_tls: the CA's certificate, the node's own and its key)."""
+    return {"ca": f"{node_dir(run_id)}/{CA_NAME}", "cert": f"{node_dir(run_id)}/{CERT_NAME}",
+            "key": f"{node_dir(run_id)}/{KEY_NAME}"}
+
+
 def firewall_table(run_id: str) -> str:
     """The run's nftables table (inet family): `dapo_ops_` and the run id with every other character as `_`
     (an nft identifier is a letter or `_`, then letters, digits, `_`, `.`, `/`, `-`)."""
@@ -82,6 +89,7 @@ class RenderNode:
     firewall: bool = True       # dapo_ray_firewall: the run's nftables table keeps Ray's ports to the run's nodes
     fence_nic: bool = True      # dapo_run_fence_nic: the table also drops new TCP on the HCCL NIC from other hosts
     ssh_port: int = 22          # kept open on that NIC (the inventory's ansible_port)
+    tls: bool = False           # dapo_ray_tls: Ray's gRPC over mutual TLS with the run's certificates (ray_tls.py)
 
 
 def shell_quote(value) -> str:
@@ -115,7 +123,12 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
         nodes.append(RenderNode(host.name, addresses.get(host.name), hccl_nic(host), layout.env_script,
                                 layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
                                 host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False,
-                                host.vars.get(FENCE_NIC_VAR, True) is not False, int(host.port)))
+                                host.vars.get(FENCE_NIC_VAR, True) is not False, int(host.port),
+                                tls_wanted(host.vars.get(TLS_VAR), host.name)))
+    if len({n.tls for n in nodes}) > 1:
+        raise UsageError(f"{TLS_VAR} must be the same on every node of a run (true on "
+                         f"{', '.join(n.name for n in nodes if n.tls)}, not on "
+                         f"{', '.join(n.name for n in nodes if not n.tls)}): a node without TLS cannot reach one with it")
     return nodes
 
 
@@ -164,6 +177,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "ray_root": RAY_ROOT, "ray_temp_dir": RAY_TEMP_DIR,
         "ports": ports, "peer_ports": ports.nft_set(PEER), "local_ports": ports.nft_set(LOCAL),
         "ray_token_path": ray_token_path(attempt or "render"),
+        "tls": head.tls, "tls_files": tls_paths(attempt or "render"),
         "peers4": _addresses(nodes, 4), "peers6": _addresses(nodes, 6), "firewall_table": firewall_table(attempt or "render"),
         "peers_unknown": [n.name for n in nodes if not n.ip],
         "unknown_peers_message": "the run's firewall admits the run's nodes by address, and this render has none for "

@@ -62,14 +62,16 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], private: di
         conn.close()
 
 
-def push_all(hosts: list[HostSpec], files: dict[str, str], node_dir: str, private: dict[str, str]) -> None:
-    """Every node's files in parallel (`files` keyed nodes/<name>/..., each node gets only its own), and the
-    private ones to every node."""
+def push_all(hosts: list[HostSpec], files: dict[str, str], node_dir: str, private: dict[str, str],
+             private_by_node: dict[str, dict[str, str]] | None = None) -> None:
+    """Every node's files in parallel (`files` keyed nodes/<name>/..., each node gets only its own), the private
+    ones to every node, and each node's own private ones (its TLS key)."""
     def push(host: HostSpec) -> str | None:
         prefix = f"nodes/{host.name}/"
         try:
             push_files(host, node_dir, {rel[len(prefix):]: text for rel, text in files.items()
-                                        if rel.startswith(prefix)}, private)
+                                        if rel.startswith(prefix)},
+                       {**private, **(private_by_node or {}).get(host.name, {})})
         except DapoError as exc:
             return str(exc)
         return None

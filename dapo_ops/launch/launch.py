@@ -18,6 +18,7 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import job_ray_ports, place
+from dapo_ops.job.ray_tls import run_credentials
 from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, render, write
 from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
 from dapo_ops.job.spec import JobSpec
@@ -25,6 +26,7 @@ from dapo_ops.launch import cluster, locks, rehearsal
 from dapo_ops.launch.node_checks import check_host_memory, check_ray_ports, verify_host_keys
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
+from dapo_ops.launch.teardown import sweep_dead_runs
 from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
 from dapo_ops.manifest import StackManifest
 
@@ -139,14 +141,19 @@ class _Launch:
             secrets = None if self.options.rehearse_only else job_secrets(spec)
             if secrets:
                 private[NETRC_NAME] = netrc_text(spec, secrets)
-            cluster.push_all(self.hosts, files, record.node_dir, private)
-            step.done(f"{len(files)} files to {record.node_dir}, {', '.join(sorted(private))} 0600")
+            # dapo_ray_tls: each node's certificate and key, from a CA made for this run and dropped here
+            tls = run_credentials(record.run_id, record.addresses) if self.nodes[0].tls else {}
+            cluster.push_all(self.hosts, files, record.node_dir, private, tls)
+            names = sorted(private) + (sorted(next(iter(tls.values()))) if tls else [])
+            step.done(f"{len(files)} files to {record.node_dir}, {', '.join(names)} 0600")
 
     def stop_leftovers(self) -> None:
-        with self.steps.step("stop Ray leftovers (and dead runs' firewall tables)"):
+        with self.steps.step("stop Ray leftovers (and dead runs' firewall tables and private files)"):
             unreachable = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=self.timeouts["stop"],
                                                              only_if_running=True,
-                                                             first=cluster.DROP_RUN_TABLES).items() if e}
+                                                             first=f"{cluster.DROP_RUN_TABLES}; "
+                                                                   f"{sweep_dead_runs(self.record.run_id)}").items()
+                           if e}
             if unreachable:
                 raise cluster.LaunchError("stopping Ray leftovers: " + "; ".join(unreachable.values()))
 

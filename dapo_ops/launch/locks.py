@@ -113,6 +113,11 @@ def _lock_script(payload: str) -> str:
             f"{{ cat {LOCK_FILE}; exit {_HELD}; }}")
 
 
+def owned_by(run_id: str) -> str:
+    """Shell: true while the node's lock is `run_id`'s."""
+    return _owned_by(run_id)
+
+
 def _owned_by(run_id: str) -> str:
     return f"grep -qF {shlex.quote(json.dumps({'run_id': run_id})[1:-1])} {LOCK_FILE} 2>/dev/null"
 

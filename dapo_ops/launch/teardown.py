@@ -6,19 +6,44 @@ from __future__ import annotations
 import shlex
 
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
-from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, firewall_table, node_dir, ray_token_path
-from dapo_ops.job.secrets import netrc_path
+from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME
+from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RAY_TOKEN_NAME, RUNS_ROOT, firewall_table, node_dir
+from dapo_ops.job.secrets import NETRC_NAME, netrc_path
+
+# A run's private files on a node (the netrc's key, the Ray token, the TLS key and certificates; secrets.env: runs
+# launched before the netrc), which nothing may keep once the run is over.
+PRIVATE_NAMES = (NETRC_NAME, "secrets.env", RAY_TOKEN_NAME, CA_NAME, CERT_NAME, KEY_NAME)
 
 
 def leave_command(run_id: str) -> str:
-    """What a run leaves on a node that must not outlive it, removed: its Ray token, its netrc file (and the
-    secrets.env of runs launched before it) and its firewall table. Run once Ray is stopped; never fails."""
-    directory = node_dir(run_id)
-    files = " ".join(shlex.quote(p) for p in (ray_token_path(run_id), netrc_path(directory),
-                                             f"{directory}/secrets.env"))
+    """What a run leaves on a node that must not outlive it, removed: its Ray token, its TLS key and certificates,
+    its netrc file (and the secrets.env of runs launched before it) and its firewall table. Run once Ray is
+    stopped; never fails."""
+    files = " ".join(shlex.quote(f"{node_dir(run_id)}/{name}") for name in PRIVATE_NAMES)
     table = shlex.quote(firewall_table(run_id))
     return (f"rm -f -- {files}; if command -v nft >/dev/null; then nft delete table inet {table} 2>/dev/null; fi; "
             "true")
+
+
+def sweep_dead_runs(run_id: str) -> str:
+    """Shell: the private files of every run directory on the node but `run_id`'s, removed. Run on the nodes this
+    launch has locked, where any other run is a dead one (a crash, a reboot, a stop that never came)."""
+    names = " ".join(shlex.quote(n) for n in PRIVATE_NAMES)
+    own = shlex.quote(f"{RUNS_ROOT}/{run_id}")
+    return (f"for d in {shlex.quote(RUNS_ROOT)}/*/; do [ -d \"$d\" ] && [ \"${{d%/}}\" != {own} ] || continue; "
+            f"for n in {names}; do rm -f -- \"$d$n\"; done; done")
+
+
+def forget_job_secrets(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> dict[str, str | None]:
+    """A run whose job has ended: its netrc (the job's API keys) removed from every node; host -> error. The Ray
+    token stays while Ray does (`dapo-ops logs` and `stop` use it)."""
+    directory = node_dir(run_id)
+    files = " ".join(shlex.quote(p) for p in (netrc_path(directory), f"{directory}/secrets.env"))
+
+    def forget(host: HostSpec) -> str | None:
+        result = run_on(host, f"rm -f -- {files}", timeout=timeout)
+        return result.error if result.failure is not None else None
+    return fan_out(hosts, forget).results
 
 
 def _unmatchable_by_itself(text: str) -> str:

@@ -5,23 +5,60 @@ their locks. Without this a lost worker stays invisible until HCCL's timeouts fa
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass, field
 
 from dapo_ops.ascend.npu_smi import parse_npu_smi_info
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
-from dapo_ops.launch import cluster, locks
+from dapo_ops.job.render import firewall_table
+from dapo_ops.launch import cluster, locks, teardown
 from dapo_ops.launch.records import RunRecord, reconcile
 from dapo_ops.layout import node_layout
 
 ON_NODE_LOSS = ("stop", "keep")
+FENCE_MARK = "DAPO-FENCE "
 
 
 @dataclass
 class Health:
     lost: dict[str, str] = field(default_factory=dict)   # node -> why it is lost
     job: str | None = None                               # Ray's job status (None: not asked)
+    fence: dict[str, str] = field(default_factory=dict)  # node -> what became of the run's firewall table, if gone
+
+
+def look_command(record: RunRecord) -> str:
+    """`npu-smi info` (its exit code kept), then one FENCE_MARK line: whether the run's nftables table is still
+    loaded. Reloading the site's firewall (`systemctl reload nftables`: `flush ruleset`) removes it; it is loaded
+    again from the run's own file (ray-firewall.nft deletes and redefines the table in one transaction), while
+    the node's lock is still the run's (a `stop` removes the table first, then the lock)."""
+    rules, table = shlex.quote(f"{record.node_dir}/ray-firewall.nft"), shlex.quote(firewall_table(record.run_id))
+    return (f"npu-smi info; rc=$?; if [ -f {rules} ] && command -v nft >/dev/null && {locks.owned_by(record.run_id)}; "
+            "then "
+            f"if nft list table inet {table} >/dev/null 2>&1; then echo '{FENCE_MARK}ok'; "
+            f"elif out=$(nft -f {rules} 2>&1); then echo '{FENCE_MARK}restored'; "
+            f"else echo '{FENCE_MARK}failed' \"$(echo \"$out\" | tail -n 1)\"; fi; fi; exit $rc")
+
+
+def split_fence(text: str) -> tuple[str, str | None]:
+    """(npu-smi's output, what the last FENCE_MARK line says, or None when the run has no table) (pure)."""
+    lines = text.rstrip("\n").split("\n")
+    if lines and lines[-1].startswith(FENCE_MARK):
+        return "\n".join(lines[:-1]) + "\n", lines[-1][len(FENCE_MARK):].strip()
+    return text, None
+
+
+def fence_note(node: str, fence: str) -> str | None:
+    """What to tell the user of the fence line of a node (pure): nothing while the table is there."""
+    if fence == "ok":
+        return None
+    if fence == "restored":
+        return (f"{node}: the run's firewall table was gone (a reload of the site's firewall flushes it) and is "
+                "loaded again")
+    detail = fence.removeprefix("failed").strip()
+    return (f"{node}: the run's firewall table is gone and could not be loaded again ({detail or 'nft failed'}): "
+            "Ray's ports answer the network, token-checked only")
 
 
 def node_problem(output_rc: tuple[int, str], expected_npus: int | None) -> str | None:
@@ -45,14 +82,20 @@ def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = 15) 
     expected = (record.rehearsal or {}).get("hosts") or {}
     hosts = [by_name[n] for n in record.nodes]
 
+    fences: dict[str, str] = {}
+
     def look(host: HostSpec) -> str | None:
-        result = run_on(host, "npu-smi info", timeout=timeout)
+        result = run_on(host, look_command(record), timeout=timeout)
         if result.failure is not None:
             return f"unreachable over SSH ({result.error})"
-        return node_problem((result.exit_code, result.stdout), expected.get(host.name))
+        output, fence = split_fence(result.stdout)
+        if fence is not None:
+            fences[host.name] = fence
+        return node_problem((result.exit_code, output), expected.get(host.name))
 
     results = fan_out(hosts, look, deadline=time.monotonic() + timeout + 10).results
-    health = Health({name: why for name, why in results.items() if why})
+    health = Health({name: why for name, why in results.items() if why},
+                    fence={name: fence for name, fence in fences.items() if fence != "ok"})
     health.lost.update({h.name: "no answer over SSH" for h in hosts if h.name not in results})
     if record.head in health.lost:
         return health
@@ -104,8 +147,18 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
 def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: str, say) -> Health:
     """Check a running run once and act on what is found: a loss is handled, an ended job reconciled."""
     health = check(record, by_name)
+    for node, fence in sorted(health.fence.items()):
+        note = fence_note(node, fence)
+        if note:
+            say(note)
     if health.lost and record.state == "running":
         handle_loss(record, by_name, health.lost, on_node_loss, say)
     elif health.job is not None:
         reconcile(record, health.job)
+        if record.state != "running":  # the job is over: its API keys leave the nodes now, not at `stop`
+            hosts = [by_name[n] for n in record.nodes]
+            failed = {h: e for h, e in teardown.forget_job_secrets(hosts, record.run_id).items() if e}
+            if failed:
+                say(f"the job's secrets could not be removed from {', '.join(sorted(failed))} "
+                    f"({'; '.join(failed.values())}): `dapo-ops stop {record.run_id}` removes them")
     return health

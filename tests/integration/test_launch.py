@@ -104,6 +104,31 @@ except urllib.error.HTTPError as error:
 """
 
 
+# A TLS client of a Ray gRPC port (issue 26 (9)): trusts the CA file given, presents the certificate given (if any),
+# sends HTTP/2's preface; prints whether the server answered, and the sha256 of the certificate the server showed.
+TLS_CLIENT = """import hashlib, socket, ssl, sys
+host, port, ca, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+context.load_verify_locations(ca)
+context.set_alpn_protocols(["h2"])
+if cert:
+    context.load_cert_chain(cert, key)
+try:
+    with socket.create_connection((host, port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+        answer = tls.recv(9)
+        print("answered" if answer else "closed", hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest())
+except (ssl.SSLError, OSError) as exc:
+    print("refused", type(exc).__name__, exc)
+"""
+CERT_SHA256 = "import hashlib, ssl, sys; print(hashlib.sha256(ssl.PEM_cert_to_DER_cert(open(sys.argv[1]).read())).hexdigest())"
+
+
+def tls_client(host, address, port, ca, cert="", key=""):
+    args = " ".join(shlex.quote(a) for a in ("/usr/bin/python3", "-c", TLS_CLIENT, address, str(port), ca, cert, key))
+    return sh(host, args).stdout.strip()
+
+
 def open_ports(ip, ports, netns=None):
     """The ports of `ports` that accept a connection to ip, tried from the root namespace or from `netns`."""
     prefix = ["ip", "netns", "exec", netns] if netns else []
@@ -163,7 +188,10 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     job.setdefault("env", {}).setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "7"   # four 2 s steps
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(job))
-    launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(job_file), "--nodes", "2", "--json"],
+    # issue 26 (9): this launch runs Ray's gRPC over mutual TLS with the run's own certificates
+    tls_inventory = inventory_copy(tmp_path, node1={"dapo_ray_tls": True}, node2={"dapo_ray_tls": True})
+    launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(job_file), "--nodes", "2", "--json",
+                               "-i", tls_inventory],
                               cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
                               env={k: v for k, v in dict(os.environ, WANDB_API_KEY_FILE=str(key_file)).items()
                                    if k != "WANDB_API_KEY"})
@@ -175,6 +203,23 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     following = subprocess.Popen([sys.executable, "-m", "dapo_ops.cli", "report", run_id, "--follow", "--interval",
                                   "1", "--json"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
+    # issue 15 (2): while the job runs, the key is in the run's 0600 netrc file on each node and nowhere else: not
+    # in a process's environment or command line, not in Ray's job metadata, not in the files on the controller
+    for host in fleet.values():
+        found = sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout.split()
+        assert found == [f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc"], found
+        private = f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc /var/lib/dapo-ops/runs/{run_id}/ray-token"
+        assert sh(host, f"stat -c %a {private}").stdout.split() == ["600", "600"]
+        # the key in two pieces, so that no command line of this check holds it whole
+        pattern = f"<(printf '%s%s\\n' {key[:10]} {key[10:]})"
+        proc = f"grep -lsF -f {pattern} /proc/[0-9]*/environ /proc/[0-9]*/cmdline {found[0]} || true"
+        assert sh(host, f"bash -c {shlex.quote(proc)}").stdout.split() == [found[0]]  # the netrc: the grep works
+    ray = node_layout(fleet["node1"].vars).ray
+    token = f"/var/lib/dapo-ops/runs/{run_id}/ray-token"
+    jobs = sh(fleet["node1"], f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} {ray} job list "
+                              "--address=http://127.0.0.1:8265 2>&1 || true").stdout
+    assert run_id in jobs and key not in jobs and "wandb.netrc" in jobs
+    assert not [p for p in runs_dir.rglob("*") if p.is_file() and key in p.read_text(errors="replace")]
     rehearsal = record["rehearsal"]
     assert rehearsal["ok"] and rehearsal["hosts"] == {"node1": 16, "node2": 16}
     assert [r["rank"] for r in rehearsal["per_rank"]] == list(range(32))
@@ -192,6 +237,14 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
         sh(host, "test -d /var/lib/dapo-ops/ray/tmp/session_latest/logs && test ! -e /tmp/ray")
     second = cli("launch", JOB, "--nodes", "2", "--no-audit")
     assert second.returncode == 1 and f"locked by run {run_id}" in second.stderr
+    # issue 26 (low): a reload of node2's firewall flushes the run's table; the next look at the run loads it again
+    table = "dapo_ops_" + run_id.replace("-", "_")
+    sh(fleet["node2"], "nft flush ruleset")
+    assert table not in sh(fleet["node2"], "nft list tables").stdout
+    looked = cli("status", run_id)
+    said = looked.stdout + looked.stderr
+    assert "node2: the run's firewall table was gone" in said and "node1: the run's" not in said, said
+    assert table in sh(fleet["node2"], "nft list tables").stdout
     deadline = time.monotonic() + 120
     while True:
         status = cli("status", run_id, "--json")
@@ -201,6 +254,11 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
         time.sleep(3)
     logs = cli("logs", run_id)
     assert state == "SUCCEEDED", status.stdout + status.stderr + logs.stdout[-3000:]
+    # issue 26 (low): the job is over, and its key has left the nodes (`status` saw the end); the Ray token stays
+    # while Ray does (`logs` above used it)
+    for host in fleet.values():
+        assert sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout == ""
+        sh(host, f"test -s {token}")
     assert logs.returncode == 0 and "dapo-ops dry mode: DAPO config composed (nnodes=2, n_gpus_per_node=16" in logs.stdout
     assert key not in logs.stdout
     followed, follow_err = following.communicate(timeout=120)
@@ -240,27 +298,21 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
                       (f"http://{head_ip}:52365/api/job_agent/jobs/", '{"entrypoint": "id"}')):
         args = " ".join(shlex.quote(a) for a in (python, "-c", NO_TOKEN_REQUEST, url, *([body] if body else [])))
         assert sh(fleet["node1"], args).stdout.strip() == "401", url
-    table = "dapo_ops_" + run_id.replace("-", "_")
     for host in fleet.values():
         assert table in sh(host, "nft list tables").stdout
-
-    # issue 15 (2): the key is in the run's 0600 netrc file on each node and nowhere else: not in a process's
-    # environment or command line, not in Ray's job metadata, not in the files on the controller
+    # issue 26 (9): the GCS on the head and node2's raylet speak TLS with the run's certificates; a client with the
+    # run's certificate is answered, one without any is refused (Ray asks for a client certificate signed by the CA)
+    run_dir = f"/var/lib/dapo-ops/runs/{run_id}"
+    tls_ca, tls_cert, tls_key = f"{run_dir}/ray-tls-ca.crt", f"{run_dir}/ray-tls.crt", f"{run_dir}/ray-tls.key"
+    node2_ip = record["addresses"]["node2"]
+    for client, server, address, port in ((fleet["node2"], fleet["node1"], head_ip, 6379),
+                                          (fleet["node1"], fleet["node2"], node2_ip, 6380)):
+        shown = sh(server, f"/usr/bin/python3 -c {shlex.quote(CERT_SHA256)} {tls_cert}").stdout.strip()
+        assert tls_client(client, address, port, tls_ca, tls_cert, tls_key) == f"answered {shown}"
+        assert not tls_client(client, address, port, tls_ca).startswith("answered")
     for host in fleet.values():
-        found = sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout.split()
-        assert found == [f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc"], found
-        private = f"/var/lib/dapo-ops/runs/{run_id}/wandb.netrc /var/lib/dapo-ops/runs/{run_id}/ray-token"
-        assert sh(host, f"stat -c %a {private}").stdout.split() == ["600", "600"]
-        # the key in two pieces, so that no command line of this check holds it whole
-        pattern = f"<(printf '%s%s\\n' {key[:10]} {key[10:]})"
-        proc = f"grep -lsF -f {pattern} /proc/[0-9]*/environ /proc/[0-9]*/cmdline {found[0]} || true"
-        assert sh(host, f"bash -c {shlex.quote(proc)}").stdout.split() == [found[0]]  # the netrc: the grep works
-    ray = node_layout(fleet["node1"].vars).ray
-    token = f"/var/lib/dapo-ops/runs/{run_id}/ray-token"
-    jobs = sh(fleet["node1"], f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} {ray} job list "
-                              "--address=http://127.0.0.1:8265 2>&1 || true").stdout
-    assert run_id in jobs and key not in jobs and "wandb.netrc" in jobs
-    assert not [p for p in runs_dir.rglob("*") if p.is_file() and key in p.read_text(errors="replace")]
+        assert sh(host, f"stat -c %a {tls_ca} {tls_cert} {tls_key}").stdout.split() == ["600"] * 3
+
 
     stopped = cli("stop", run_id)
     assert stopped.returncode == 0, stopped.stderr
@@ -268,7 +320,8 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/cluster.lock", ok=False).exit_code == 1
     for host in fleet.values():  # the secret, the Ray token and the firewall table are gone with the run
         assert sh(host, f"grep -rlsF -- {key} /var/lib/dapo-ops /tmp /root /etc /var/log /data || true").stdout == ""
-        assert sh(host, f"ls /var/lib/dapo-ops/runs/{run_id}").stdout.split().count("ray-token") == 0
+        left = sh(host, f"ls /var/lib/dapo-ops/runs/{run_id}").stdout.split()
+        assert not {"ray-token", "ray-tls-ca.crt", "ray-tls.crt", "ray-tls.key"} & set(left), left
         assert table not in sh(host, "nft list tables").stdout
     runs = json.loads(cli("runs", "--json").stdout)
     assert next(r for r in runs if r["run_id"] == run_id)["state"] == "stopped"
@@ -295,6 +348,10 @@ def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
         f"2026-01-01T00:00:00Z) — its launcher (pid {dead.pid} on {socket.gethostname()}) is gone and no Ray runs "
         "on its nodes; rerun with --break-lock")
     node2 = fleet["node2"]
+    # a run that died without a stop left its private files on node2 (issue 26, low): the next launch sweeps them
+    dead_run_dir = "/var/lib/dapo-ops/runs/dead-run-1"
+    sh(node2, f"install -d -m 0700 {dead_run_dir} && "
+              f"for f in ray-token wandb.netrc ray-tls.key env.sh; do echo x > {dead_run_dir}/$f; done")
     sh(node2, f"source {node_layout(node2.vars).env_script} && {node_layout(node2.vars).ray} start --head "
               "--port=6399 --num-cpus=1 --include-dashboard=false --disable-usage-stats >/dev/null", timeout=120)
     assert ray_processes(node2)
@@ -306,6 +363,7 @@ def test_rehearse_only_places_32_ranks_and_leaves_nothing_running(fleet):
     assert record["state"] == "rehearsed" and record["submission_id"] is None
     assert record["rehearsal"]["backend"] == "tcp" and len(record["rehearsal"]["per_rank"]) == 32
     assert "32 ranks placed (16 on node1, 16 on node2)" in result.stderr
+    assert sh(node2, f"ls {dead_run_dir}").stdout.split() == ["env.sh"]
     assert_torn_down(fleet)
 
 

@@ -25,6 +25,7 @@ export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tenso
 # which `dapo-ops launch` writes and `stop` deletes; no environment holds the token itself.
 export RAY_AUTH_MODE=token
 export RAY_AUTH_TOKEN_PATH=/var/lib/dapo-ops/runs/render/ray-token
+unset RAY_USE_TLS
 # No secret is in here or in any process Ray starts: the job's API keys reach its workers as a 0600 netrc file
 # named by NETRC in the job's runtime environment (dapo_ops/job/secrets.py).
 ulimit -n 65536 2>/dev/null || true
