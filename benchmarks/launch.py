@@ -79,10 +79,8 @@ def launch_rehearse_only(extra: list[str]) -> tuple[float, float, float]:
     return reserved, placed, time.monotonic() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+def provisioned_fleet() -> None:
+    """2 simulated nodes, provisioned with site.yml (quick when already done), the job's files staged."""
     fleet = SimFleet()
     fleet.up(FleetSpec(nodes=2, npus_per_node=NPUS))
     print("provisioning the 2 nodes (site.yml) ...", flush=True)
@@ -91,6 +89,13 @@ def main() -> None:
     if provision.returncode != 0:
         sys.exit("site.yml failed:\n" + provision.stdout[-3000:])
     fleet.stage(job_files(load_spec(PROJECT_ROOT / JOB)))  # the model and data files the rehearsal checks for
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    provisioned_fleet()
     head, worker = load_inventory().hosts[:2]
     bare, audited, unaudited = [], [], []
     for round_ in range(args.rounds):

@@ -14,20 +14,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 
-from dapo_ops.job.spec import load_spec
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec, SimFleet
-from dapo_ops.sim.stage import job_files
 
 sys.path.insert(0, str(Path(__file__).parent))
-from launch import BIN, JOB, NPUS, launch_rehearse_only  # noqa: E402
+from launch import NPUS, launch_rehearse_only, provisioned_fleet  # noqa: E402
 
 
 def tls_inventory(into: Path) -> Path:
@@ -45,14 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    fleet = SimFleet()
-    fleet.up(FleetSpec(nodes=2, npus_per_node=NPUS))
-    print("provisioning the 2 nodes (site.yml) ...", flush=True)
-    provision = subprocess.run([str(BIN / "ansible-playbook"), "site.yml"], cwd=PROJECT_ROOT, capture_output=True,
-                               text=True)
-    if provision.returncode != 0:
-        sys.exit("site.yml failed:\n" + provision.stdout[-3000:])
-    fleet.stage(job_files(load_spec(PROJECT_ROOT / JOB)))
+    provisioned_fleet()
     with tempfile.TemporaryDirectory() as scratch:
         with_tls = ["--no-audit", "-i", str(tls_inventory(Path(scratch)))]
         plain, tls = [], []
