@@ -21,7 +21,7 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.npu_env import task_queue_enable
 from dapo_ops.job.overrides import checkpoint_dir, overrides
 from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME, TLS_VAR, tls_wanted
-from dapo_ops.job.secrets import needs_secrets, netrc_path
+from dapo_ops.job.secrets import runtime_env_paths
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.layout import node_layout
 from dapo_ops.manifest import StackManifest
@@ -200,8 +200,8 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
                             "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": paths.file_logger,
                             "TENSORBOARD_DIR": paths.tensorboard}
-            if needs_secrets(spec):  # the path of the run's 0600 netrc file (job/secrets.py), never the key
-                runtime_vars["NETRC"] = netrc_path(node_dir(attempt or "render"))
+            # the paths of the run's 0600 secret files (job/secrets.py), never a key
+            runtime_vars.update(runtime_env_paths(spec, node_dir(attempt or "render")))
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
     files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"

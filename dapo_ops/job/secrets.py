@@ -1,17 +1,21 @@
-"""The secrets a job needs, read on the controller from the environment or from a file the environment names
-(WANDB_API_KEY, or WANDB_API_KEY_FILE to keep the key out of shell history and `ps`).
+"""The secrets a job gets: exactly the controller environment variables its spec lists under `secrets`, each read
+from the environment or from a file the environment names (WANDB_API_KEY, or WANDB_API_KEY_FILE to keep the key out
+of shell history and `ps`). A logger that needs one (wandb: WANDB_API_KEY) fails validation unless it is listed.
 
-They reach the nodes only as a netrc file, mode 0600, in the run's directory (cluster.push_files), and reach the
-job only as that file's path: Ray's runtime_env hands `NETRC=<path>` to the driver and to every worker of this job,
-verl's TaskRunner included (where wandb.init runs), while `ray start` and the rehearsal never see the key. wandb
-reads its key from `NETRC` for the machine of its base URL when WANDB_API_KEY is unset (wandb 0.23.1
-wandb/sdk/lib/auth/authenticate.py, wbnetrc.py). The key is never in a rendered file, a command line, a process
-environment or Ray's job metadata; `stop` and a failed launch delete the file."""
+They reach the nodes only as 0600 files in the run's directory (cluster.push_files), and reach the job only as those
+files' paths: Ray's runtime_env hands e.g. `NETRC=<path>` to the driver and to every worker of this job, verl's
+TaskRunner included (where wandb.init runs), while `ray start` and the rehearsal never see a key. wandb reads its key
+from `NETRC` for the machine of its base URL when WANDB_API_KEY is unset (wandb 0.23.1
+wandb/sdk/lib/auth/authenticate.py, wbnetrc.py); huggingface_hub reads its token from the file HF_TOKEN_PATH names
+when HF_TOKEN is unset (huggingface_hub 0.36.0 constants.py, utils/_auth.py `_get_token_from_file`). No key is ever in
+a rendered file, a command line, a process environment or Ray's job metadata; the files go when `status` or `watch`
+sees the job end, and with `stop` and a failed launch."""
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -23,7 +27,19 @@ from dapo_ops.job.spec import JobSpec
 NEEDED_BY_LOGGER = {"wandb": "WANDB_API_KEY"}
 WANDB_DEFAULT_BASE_URL = "https://api.wandb.ai"   # wandb's default when WANDB_BASE_URL is unset
 NETRC_NAME = "wandb.netrc"                          # in the run's directory on every node
+HF_TOKEN_NAME = "hf-token"
 MAX_SECRET_FILE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Delivery:
+    file: str        # the 0600 file in the run's directory on every node
+    variable: str    # the job's runtime_env variable naming that file, which the library reads
+
+
+# The secrets dapo-ops can hand to a job, and how each reaches the library that reads it.
+SECRETS = {"WANDB_API_KEY": Delivery(NETRC_NAME, "NETRC"), "HF_TOKEN": Delivery(HF_TOKEN_NAME, "HF_TOKEN_PATH")}
+SECRET_FILES = tuple(d.file for d in SECRETS.values())
 
 
 class SecretError(UsageError):
@@ -41,7 +57,19 @@ def loggers(spec: JobSpec) -> set[str]:
 
 
 def needs_secrets(spec: JobSpec) -> bool:
-    return bool(loggers(spec) & NEEDED_BY_LOGGER.keys())
+    return bool(spec.secrets)
+
+
+def check_secret_names(spec: JobSpec) -> list[str]:
+    """The spec's `secrets` against what dapo-ops can hand over, and its loggers against `secrets` (pure)."""
+    problems = [f"secrets: {name!r} is not a secret dapo-ops hands to a job ({', '.join(SECRETS)})"
+                for name in spec.secrets if name not in SECRETS]
+    problems += [f"secrets: {name} is listed twice" for name in sorted(set(spec.secrets))
+                 if spec.secrets.count(name) > 1]
+    problems += [f"trainer.loggers has {logger}, which needs {variable}: list it under secrets (the job gets only "
+                 "the secrets its spec lists)" for logger, variable in NEEDED_BY_LOGGER.items()
+                 if logger in loggers(spec) and variable not in spec.secrets]
+    return problems
 
 
 def read_secret(variable: str, environ: Mapping[str, str]) -> str | None:
@@ -79,32 +107,47 @@ def _read_secret_file(path: Path, what: str) -> str:
 
 
 def missing_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> list[str]:
-    """What keeps the job's loggers from running, as messages (validate lists them with the other problems)."""
+    """What keeps the job from getting its secrets, as messages (validate lists them with the other problems)."""
     environ = os.environ if environ is None else environ
-    problems = []
-    for logger, variable in NEEDED_BY_LOGGER.items():
-        if logger not in loggers(spec):
+    problems = check_secret_names(spec)
+    for variable in spec.secrets:
+        if variable not in SECRETS:
             continue
         try:
             if read_secret(variable, environ) is None:
-                problems.append(f"trainer.loggers has {logger} but {variable} is not set in the environment "
+                problems.append(f"secrets lists {variable}, which is not set in the environment "
                                 f"(set it, or {variable}_FILE to a file holding it)")
         except SecretError as exc:
-            problems.append(f"trainer.loggers has {logger}: {exc}")
+            problems.append(f"secrets: {exc}")
     return problems
 
 
 def job_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """variable -> value for every secret the job's loggers need, None when it needs none."""
+    """variable -> value for every secret the spec lists, None when it lists none."""
     environ = os.environ if environ is None else environ
+    problems = check_secret_names(spec)
+    if problems:
+        raise SecretError(problems[0])
     found = {}
-    for logger, variable in NEEDED_BY_LOGGER.items():
-        if logger in loggers(spec):
-            value = read_secret(variable, environ)
-            if value is None:
-                raise SecretError(f"trainer.loggers has {logger} but {variable} is not set in the environment")
-            found[variable] = value
+    for variable in spec.secrets:
+        value = read_secret(variable, environ)
+        if value is None:
+            raise SecretError(f"secrets lists {variable}, which is not set in the environment")
+        found[variable] = value
     return found or None
+
+
+def secret_files(spec: JobSpec, secrets: Mapping[str, str]) -> dict[str, str]:
+    """File name in the run's directory -> its content, for each secret the job gets."""
+    files = {}
+    for variable, value in secrets.items():
+        files[SECRETS[variable].file] = netrc_text(spec, secrets) if variable == "WANDB_API_KEY" else value + "\n"
+    return files
+
+
+def runtime_env_paths(spec: JobSpec, node_dir: str) -> dict[str, str]:
+    """The job's runtime_env variables naming its secret files (never a key)."""
+    return {SECRETS[v].variable: f"{node_dir}/{SECRETS[v].file}" for v in spec.secrets if v in SECRETS}
 
 
 def wandb_machine(spec: JobSpec) -> str:

@@ -160,6 +160,9 @@ class JobSpec:
     trainer: Trainer = field(default_factory=Trainer)
     env: NpuEnv = field(default_factory=NpuEnv)
     extra_overrides: tuple[str, ...] = ()
+    # The controller's environment variables the job gets, each as a 0600 file on the nodes (job/secrets.py
+    # SECRETS): the only way a secret reaches a job; env.extra refuses names that look like one.
+    secrets: tuple[str, ...] = ()
 
 
 
@@ -177,7 +180,8 @@ def check_strings(spec: JobSpec) -> None:
             raise SpecError(f"env.extra.{key!r}: not an environment variable name (A-Z, 0-9, _)")
         if strings.looks_secret(key):
             raise SpecError(f"env.extra.{key}: looks like a secret, which is never written into the job's files; "
-                            "export it on the controller instead (launch hands it to the job in a 0600 netrc file)")
+                            "list it under secrets and export it on the controller (launch hands it to the job in "
+                            "a 0600 file)")
         problem = strings.env_problem(key, spec.env.extra[key])
         if problem:
             raise SpecError(f"env.extra.{key}: {problem}")

@@ -6,8 +6,8 @@ would break a rendered script or leak a secret reaches render, the Hydra overrid
   a secret from the node's environment into a path or a log);
 - names (the job, the experiment, environment variables) matched as a whole (`re.fullmatch`: a `$` anchor also
   matches before a trailing newline);
-- environment variables that look like secrets are not job settings: they come from the controller's
-  environment into the 0600 secrets.env (dapo_ops.job.secrets), never into env.sh;
+- environment variables that look like secrets are not job settings: a job lists the secrets it gets (`secrets`),
+  which come from the controller's environment into 0600 files (dapo_ops.job.secrets), never into env.sh;
 - env.sh is sourced by root scripts (`ray start`, `nft`, `install`, `pgrep`), so a variable that changes what a
   program loads or runs (the dynamic loader's LD_*, bash's BASH_ENV and BASH_FUNC_*, PATH, the interpreters'
   PYTHONPATH, NODE_OPTIONS ...) is code, not a setting: refused;

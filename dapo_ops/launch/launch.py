@@ -20,7 +20,7 @@ from dapo_ops.inventory import Inventory
 from dapo_ops.job.placement import job_ray_ports, place
 from dapo_ops.job.ray_tls import run_credentials
 from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, render, write
-from dapo_ops.job.secrets import NETRC_NAME, job_secrets, netrc_text
+from dapo_ops.job.secrets import job_secrets, secret_files
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
 from dapo_ops.launch.node_checks import check_host_memory, check_ray_ports, verify_host_keys
@@ -140,7 +140,7 @@ class _Launch:
             private = {RAY_TOKEN_NAME: token_hex(32) + "\n"}
             secrets = None if self.options.rehearse_only else job_secrets(spec)
             if secrets:
-                private[NETRC_NAME] = netrc_text(spec, secrets)
+                private.update(secret_files(spec, secrets))
             # dapo_ray_tls: each node's certificate and key, from a CA made for this run and dropped here
             tls = run_credentials(record.run_id, record.addresses) if self.nodes[0].tls else {}
             cluster.push_all(self.hosts, files, record.node_dir, private, tls)

@@ -8,11 +8,12 @@ import shlex
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RAY_TOKEN_NAME, RUNS_ROOT, firewall_table, node_dir
-from dapo_ops.job.secrets import NETRC_NAME, netrc_path
+from dapo_ops.job.secrets import SECRET_FILES
 
-# A run's private files on a node (the netrc's key, the Ray token, the TLS key and certificates; secrets.env: runs
-# launched before the netrc), which nothing may keep once the run is over.
-PRIVATE_NAMES = (NETRC_NAME, "secrets.env", RAY_TOKEN_NAME, CA_NAME, CERT_NAME, KEY_NAME)
+# A run's private files on a node (the job's secrets, the Ray token, the TLS key and certificates; secrets.env: runs
+# launched before the secret files), which nothing may keep once the run is over.
+JOB_SECRET_NAMES = (*SECRET_FILES, "secrets.env")
+PRIVATE_NAMES = (*JOB_SECRET_NAMES, RAY_TOKEN_NAME, CA_NAME, CERT_NAME, KEY_NAME)
 
 
 def leave_command(run_id: str) -> str:
@@ -35,10 +36,9 @@ def sweep_dead_runs(run_id: str) -> str:
 
 
 def forget_job_secrets(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> dict[str, str | None]:
-    """A run whose job has ended: its netrc (the job's API keys) removed from every node; host -> error. The Ray
-    token stays while Ray does (`dapo-ops logs` and `stop` use it)."""
-    directory = node_dir(run_id)
-    files = " ".join(shlex.quote(p) for p in (netrc_path(directory), f"{directory}/secrets.env"))
+    """A run whose job has ended: its secret files (the job's API keys) removed from every node; host -> error. The
+    Ray token stays while Ray does (`dapo-ops logs` and `stop` use it)."""
+    files = " ".join(shlex.quote(f"{node_dir(run_id)}/{name}") for name in JOB_SECRET_NAMES)
 
     def forget(host: HostSpec) -> str | None:
         result = run_on(host, f"rm -f -- {files}", timeout=timeout)

@@ -185,6 +185,7 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     key_file.chmod(0o600)
     job = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
     job["trainer"]["loggers"] = ["console", "file", "wandb"]
+    job["secrets"] = ["WANDB_API_KEY"]
     job.setdefault("env", {}).setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "7"   # four 2 s steps
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(job))

@@ -278,7 +278,7 @@ def test_a_name_with_a_trailing_newline_is_refused(field, value):
 @pytest.mark.parametrize("key", ["WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_PASSWORD",
                                  "GITHUB_TOKEN"])
 def test_a_secret_in_env_extra_is_refused_and_never_rendered(key):
-    with pytest.raises(SpecError, match=f"env.extra.{key}: looks like a secret.*0600 netrc file"):
+    with pytest.raises(SpecError, match=f"env.extra.{key}: looks like a secret.*list it under secrets.*0600 file"):
         parse_spec(mutate(f"env.extra.{key}", "sekrit")(seed()))
     assert parse_spec(mutate("env.extra.HCCL_BUFFSIZE", "200")(seed())).env.extra == {"HCCL_BUFFSIZE": "200"}
 
@@ -309,6 +309,7 @@ def test_no_secret_is_rendered(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "sekrit-value-123")
     data = seed()
     data["trainer"]["loggers"] = ["console", "wandb"]
+    data["secrets"] = ["WANDB_API_KEY"]
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(data))
     result = cli("render", str(job), "-i", str(INVENTORY), "-o", str(tmp_path / "out"),
@@ -319,7 +320,7 @@ def test_no_secret_is_rendered(tmp_path, monkeypatch):
             assert "sekrit-value-123" not in path.read_text()
     no_key = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
     refused = cli("validate", str(job), "-i", str(INVENTORY), env=no_key)
-    assert refused.returncode == 2 and "WANDB_API_KEY is not set" in refused.stderr
+    assert refused.returncode == 2 and "secrets lists WANDB_API_KEY, which is not set" in refused.stderr
 
 
 def test_render_reaches_no_node_and_a_node_without_an_inventory_address_reads_its_nic_at_start(tmp_path):

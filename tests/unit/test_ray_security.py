@@ -14,7 +14,7 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import firewall_table, pick_nodes, render
 from dapo_ops.job.secrets import (SecretError, job_secrets, loggers, missing_secrets, netrc_text, read_secret,
-                                  wandb_machine)
+                                  secret_files, wandb_machine)
 from dapo_ops.job.spec import parse_spec
 from dapo_ops.launch.teardown import leave_command
 from dapo_ops.manifest import load_manifest
@@ -124,9 +124,10 @@ def test_a_table_name_is_an_nft_identifier_and_leaving_removes_it_and_the_secret
 
 # ------------------------------------------------------------------------------------------------------ secrets
 
-def wandb_spec(**env_extra):
+def wandb_spec(secrets=("WANDB_API_KEY",), **env_extra):
     data = spec_data()
     data["trainer"]["loggers"] = ["console", "wandb"]
+    data["secrets"] = list(secrets)
     data.setdefault("env", {})["extra"] = env_extra
     return parse_spec(data)
 
@@ -151,13 +152,34 @@ def test_the_key_comes_from_the_environment_or_a_private_file(tmp_path):
 
 def test_validate_names_what_is_missing_and_launch_gets_the_key():
     spec = wandb_spec()
-    assert missing_secrets(spec, {}) == ["trainer.loggers has wandb but WANDB_API_KEY is not set in the environment "
+    assert missing_secrets(spec, {}) == ["secrets lists WANDB_API_KEY, which is not set in the environment "
                                          "(set it, or WANDB_API_KEY_FILE to a file holding it)"]
     assert job_secrets(spec, {"WANDB_API_KEY": "k"}) == {"WANDB_API_KEY": "k"}
-    assert job_secrets(parse_spec(spec_data()), {"WANDB_API_KEY": "k"}) is None  # no wandb: nothing pushed
+    assert job_secrets(parse_spec(spec_data()), {"WANDB_API_KEY": "k"}) is None  # none listed: nothing pushed
     data = spec_data()
     data["extra_overrides"] = ["trainer.logger=[console,wandb]"]
     assert "wandb" in loggers(parse_spec(data))
+
+
+def test_the_job_gets_only_the_secrets_its_spec_lists():
+    """#26: a secret came from the controller's environment because a logger needed it; now only by the spec's
+    explicit `secrets` list, which wandb's key must be on."""
+    unlisted = wandb_spec(secrets=())
+    needs = ("trainer.loggers has wandb, which needs WANDB_API_KEY: list it under secrets (the job gets only the "
+             "secrets its spec lists)")
+    assert missing_secrets(unlisted, {"WANDB_API_KEY": "k"}) == [needs]
+    with pytest.raises(SecretError, match="list it under secrets"):
+        job_secrets(unlisted, {"WANDB_API_KEY": "k"})
+    data = spec_data()
+    data["secrets"] = ["HF_TOKEN", "OPENAI_API_KEY", "HF_TOKEN"]
+    assert missing_secrets(parse_spec(data), {"HF_TOKEN": "hf_x"}) == [
+        "secrets: 'OPENAI_API_KEY' is not a secret dapo-ops hands to a job (WANDB_API_KEY, HF_TOKEN)",
+        "secrets: HF_TOKEN is listed twice"]
+    data["secrets"] = ["HF_TOKEN"]
+    spec = parse_spec(data)
+    env = {"HF_TOKEN": "hf_x", "WANDB_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "a"}
+    assert job_secrets(spec, env) == {"HF_TOKEN": "hf_x"}        # nothing else from the environment
+    assert secret_files(spec, {"HF_TOKEN": "hf_x"}) == {"hf-token": "hf_x\n"}
 
 
 def test_the_netrc_file_is_what_wandb_reads_for_its_base_url(tmp_path):
@@ -179,10 +201,13 @@ def test_the_job_gets_the_files_path_never_the_key(monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", "sekrit-123")
     data = spec_data()
     data["trainer"]["loggers"] = ["console", "wandb"]
+    data["secrets"] = ["WANDB_API_KEY", "HF_TOKEN"]
     files = rendered(data, attempt="run-9")
     runtime_env = yaml.safe_load(files["nodes/a/runtime_env.yaml"])
     assert runtime_env["env_vars"]["NETRC"] == "/var/lib/dapo-ops/runs/run-9/wandb.netrc"
+    # huggingface_hub 0.36.0 reads the token from the file HF_TOKEN_PATH names (constants.py, utils/_auth.py)
+    assert runtime_env["env_vars"]["HF_TOKEN_PATH"] == "/var/lib/dapo-ops/runs/run-9/hf-token"
     assert not any("sekrit-123" in text for text in files.values())
     assert not any("secrets.env" in text for text in files.values())
     plain = yaml.safe_load(rendered(attempt="run-9")["nodes/a/runtime_env.yaml"])
-    assert "NETRC" not in plain["env_vars"]
+    assert "NETRC" not in plain["env_vars"] and "HF_TOKEN_PATH" not in plain["env_vars"]

@@ -61,7 +61,7 @@ OVERRIDES_CHECKED = [
     ("sync rollout through extra_overrides", extra(f"{AR}.rollout.mode=sync"),
      f"{AR}.rollout.mode 'sync' was removed"),
     ("wandb through extra_overrides without its key", extra("trainer.logger=[console,wandb]"),
-     "WANDB_API_KEY is not set"),
+     "trainer.loggers has wandb, which needs WANDB_API_KEY: list it under secrets"),
     ("a logger that is a number", extra("trainer.logger=7"), "trainer.logger: expected a list of strings, got 7"),
     ("no nodes", extra("trainer.nnodes=0"), "trainer.nnodes is overridden to 0 but the job is placed on 2 node(s)"),
     ("an overlong buffer of banana", extra("reward_model.overlong_buffer.len=banana"),

@@ -28,7 +28,12 @@ CHANGED = {
                                               0, ""),
     "unquoted-shell-in-an-override": ({"extra_overrides": ["trainer.default_local_dir=/ckpt/$(touch x)"]}, 2,
                                       "extra_overrides[0]: 'trainer.default_local_dir=/ckpt/$(touch x)' is not a Hydra"),
-    "wandb-and-console": ({"trainer.loggers": ["console", "wandb"]}, 2, "WANDB_API_KEY is not set"),
+    "wandb-and-console": ({"trainer.loggers": ["console", "wandb"]}, 2,
+                          "trainer.loggers has wandb, which needs WANDB_API_KEY: list it under secrets"),
+    "wandb-key-not-set": ({"trainer.loggers": ["console", "wandb"], "secrets": ["WANDB_API_KEY"]}, 2,
+                          "secrets lists WANDB_API_KEY, which is not set in the environment"),
+    "unknown-secret": ({"secrets": ["OPENAI_API_KEY"]}, 2,
+                       "secrets: 'OPENAI_API_KEY' is not a secret dapo-ops hands to a job (WANDB_API_KEY, HF_TOKEN)"),
     "more-responses": ({"algorithm.n_responses": 8}, 0, ""),
     "eager-rollout-with-its-queue": ({"rollout.enforce_eager": True, "env.task_queue_enable": 2}, 0, ""),
     # names and free text
