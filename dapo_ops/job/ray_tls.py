@@ -27,8 +27,8 @@ TLS_VAR = "dapo_ray_tls"
 CA_NAME, CERT_NAME, KEY_NAME = "ray-tls-ca.crt", "ray-tls.crt", "ray-tls.key"
 # Long enough for any training run; the CA's key is gone once the run's certificates are signed.
 VALIDITY = datetime.timedelta(days=365)
-# A node's clock a little behind the controller's still accepts the certificates.
-BACKDATE = datetime.timedelta(minutes=10)
+# A node's clock behind the controller's (by up to a day) still accepts the certificates.
+BACKDATE = datetime.timedelta(days=1)
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0", ""}
 
 
@@ -61,6 +61,7 @@ def run_credentials(run_id: str, addresses: dict[str, str], now: datetime.dateti
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"dapo-ops run {run_id} CA")])
     ca_cert = (_builder(ca_name, ca_name, ca_key.public_key(), now)
                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
                .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
                                             data_encipherment=False, key_agreement=False, key_cert_sign=True,
                                             crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
@@ -81,6 +82,9 @@ def _node(name: str, address: str, ca_cert: x509.Certificate, ca_key: ec.Ellipti
     certificate = (_builder(subject, ca_cert.subject, key.public_key(), now)
                    .add_extension(x509.SubjectAlternativeName(names), critical=False)
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),
+                                  critical=False)
                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
                                                          ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
                    .sign(ca_key, hashes.SHA256()))

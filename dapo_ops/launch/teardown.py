@@ -31,7 +31,9 @@ def sweep_dead_runs(run_id: str) -> str:
     launch has locked, where any other run is a dead one (a crash, a reboot, a stop that never came)."""
     names = " ".join(shlex.quote(n) for n in PRIVATE_NAMES)
     own = shlex.quote(f"{RUNS_ROOT}/{run_id}")
-    return (f"for d in {shlex.quote(RUNS_ROOT)}/*/; do [ -d \"$d\" ] && [ \"${{d%/}}\" != {own} ] || continue; "
+    # a symbolic link among them is skipped: it could lead to this run's own directory or out of RUNS_ROOT
+    return (f"for d in {shlex.quote(RUNS_ROOT)}/*/; do [ -d \"$d\" ] && [ ! -L \"${{d%/}}\" ] && "
+            f"[ \"${{d%/}}\" != {own} ] || continue; "
             f"for n in {names}; do rm -f -- \"$d$n\"; done; done")
 
 

@@ -29,23 +29,25 @@ class Health:
 
 
 def look_command(record: RunRecord) -> str:
-    """`npu-smi info` (its exit code kept), then one FENCE_MARK line: whether the run's nftables table is still
-    loaded. Reloading the site's firewall (`systemctl reload nftables`: `flush ruleset`) removes it; it is loaded
-    again from the run's own file (ray-firewall.nft deletes and redefines the table in one transaction), while
-    the node's lock is still the run's (a `stop` removes the table first, then the lock)."""
+    """One FENCE_MARK line first: whether the run's nftables table is still loaded; then `npu-smi info`, whose exit
+    code is the command's. Reloading the site's firewall (`systemctl reload nftables`: `flush ruleset`) removes the
+    table; it is loaded again from the run's own file (ray-firewall.nft deletes and redefines the table in one
+    transaction) while the node's lock is still the run's, and removed again if a `stop` (which removes the table,
+    then the lock) released the lock meanwhile."""
     rules, table = shlex.quote(f"{record.node_dir}/ray-firewall.nft"), shlex.quote(firewall_table(record.run_id))
-    return (f"npu-smi info; rc=$?; if [ -f {rules} ] && command -v nft >/dev/null && {locks.owned_by(record.run_id)}; "
-            "then "
+    owned = locks.owned_by(record.run_id)
+    return (f"if [ -f {rules} ] && command -v nft >/dev/null && {owned}; then "
             f"if nft list table inet {table} >/dev/null 2>&1; then echo '{FENCE_MARK}ok'; "
-            f"elif out=$(nft -f {rules} 2>&1); then echo '{FENCE_MARK}restored'; "
-            f"else echo '{FENCE_MARK}failed' \"$(echo \"$out\" | tail -n 1)\"; fi; fi; exit $rc")
+            f"elif out=$(nft -f {rules} 2>&1); then "
+            f"if {owned}; then echo '{FENCE_MARK}restored'; else nft delete table inet {table} 2>/dev/null; fi; "
+            f"else echo '{FENCE_MARK}failed' \"$(echo \"$out\" | tail -n 1)\"; fi; fi; npu-smi info")
 
 
 def split_fence(text: str) -> tuple[str, str | None]:
-    """(npu-smi's output, what the last FENCE_MARK line says, or None when the run has no table) (pure)."""
-    lines = text.rstrip("\n").split("\n")
-    if lines and lines[-1].startswith(FENCE_MARK):
-        return "\n".join(lines[:-1]) + "\n", lines[-1][len(FENCE_MARK):].strip()
+    """(npu-smi's output, what the first FENCE_MARK line says, or None when the run has no table) (pure)."""
+    first, newline, rest = text.partition("\n")
+    if first.startswith(FENCE_MARK):
+        return rest, first[len(FENCE_MARK):].strip()
     return text, None
 
 

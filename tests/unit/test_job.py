@@ -500,3 +500,15 @@ def test_job_directories_are_root_only_and_never_under_a_place_another_user_can_
         assert refused.returncode == 1 and f"{directory} is in {holder}" in refused.stderr
         assert "another user can write to" in refused.stderr
     assert not (base / "open" / "ckpt").exists() and not (base / "theirs" / "ckpt").exists()
+    # a symbolic link on the way: another user's is refused (its owner could point it elsewhere later); root's is
+    # followed, and where it leads is judged
+    (base / "good").mkdir()
+    (base / "theirs-link").symlink_to(base / "good")
+    os.lchown(base / "theirs-link", 65534, 65534)
+    refused = make(base / "theirs-link" / "ckpt")
+    assert refused.returncode == 1 and f"goes through {base / 'theirs-link'}, a symbolic link of uid 65534" in refused.stderr
+    (base / "root-link-to-open").symlink_to(base / "open")
+    refused = make(base / "root-link-to-open" / "ckpt")
+    assert refused.returncode == 1 and f"is in {base / 'open'} (owner uid 0, mode 777)" in refused.stderr
+    (base / "root-link-to-good").symlink_to(base / "good")
+    assert make(base / "root-link-to-good" / "ckpt").returncode == 0 and (base / "good" / "ckpt").is_dir()

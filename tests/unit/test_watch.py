@@ -34,10 +34,11 @@ def test_the_fence_line_is_split_from_npu_smi_s_output():
     from dapo_ops.launch.watch import split_fence
 
     output = TWO_NPUS["output"].rstrip("\n") + "\n"
-    assert split_fence(output + "DAPO-FENCE restored\n") == (output, "restored")
+    assert split_fence("DAPO-FENCE restored\n" + output) == (output, "restored")
     assert split_fence(output) == (output, None)                      # the run has no table (dapo_ray_firewall off)
-    assert split_fence("DAPO-FENCE ok\n") == ("\n", "ok")
-    assert node_problem((0, split_fence(output + "DAPO-FENCE ok\n")[0]), 2) is None
+    assert split_fence("DAPO-FENCE ok\n") == ("", "ok")
+    assert split_fence("DAPO-FENCE ok\ndcmi error, no newline") == ("dcmi error, no newline", "ok")
+    assert node_problem((0, split_fence("DAPO-FENCE ok\n" + output)[0]), 2) is None
 
 
 def test_a_table_that_was_gone_is_reported_restored_or_not():
@@ -58,6 +59,55 @@ def test_the_look_restores_the_table_only_from_the_run_s_file_while_the_lock_is_
     record = RunRecord(run_id="r-1", job="j", nodes=["a"], head="a", head_address="10.0.0.1",
                        dashboard="http://127.0.0.1:8265", node_dir="/var/lib/dapo-ops/runs/r-1")
     command = look_command(record)
-    assert command.startswith("npu-smi info; rc=$?;") and command.endswith("exit $rc")
+    assert command.endswith("; npu-smi info")   # the table first: a hung npu-smi cannot keep it unrestored
     assert "nft list table inet dapo_ops_r_1" in command and "nft -f /var/lib/dapo-ops/runs/r-1/ray-firewall.nft" in command
     assert "grep -qF '\"run_id\": \"r-1\"' /var/lib/dapo-ops/cluster.lock" in command
+
+
+FAKE_NFT = """#!/bin/bash
+echo "nft $*" >> "$FAKE_LOG"
+case "$1" in
+  list) exit "${NFT_LIST_RC:-0}" ;;
+  -f) [ -z "$NFT_LOAD_RELEASES_LOCK" ] || rm -f "$FAKE_LOCK"; [ "${NFT_LOAD_RC:-0}" = 0 ] || echo "Error: bad rule" >&2
+      exit "${NFT_LOAD_RC:-0}" ;;
+  delete) exit 0 ;;
+esac
+"""
+
+
+def test_the_look_run_by_bash_restores_reports_and_gives_npu_smi_s_exit_code(tmp_path, monkeypatch):
+    import subprocess
+
+    from dapo_ops.launch import locks
+    from dapo_ops.launch.records import RunRecord
+    from dapo_ops.launch.watch import look_command, split_fence
+
+    bin_dir, lock, node_dir = tmp_path / "bin", tmp_path / "cluster.lock", tmp_path / "runs" / "r-1"
+    bin_dir.mkdir()
+    node_dir.mkdir(parents=True)
+    (node_dir / "ray-firewall.nft").write_text("table inet dapo_ops_r_1\n")
+    (bin_dir / "nft").write_text(FAKE_NFT)
+    (bin_dir / "npu-smi").write_text("#!/bin/bash\necho npu table\nexit ${NPU_SMI_RC:-0}\n")
+    for tool in ("nft", "npu-smi"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setattr(locks, "LOCK_FILE", str(lock))
+    record = RunRecord(run_id="r-1", job="j", nodes=["a"], head="a", head_address="10.0.0.1",
+                       dashboard="http://127.0.0.1:8265", node_dir=str(node_dir))
+    command = look_command(record)
+
+    def look(**env):
+        lock.write_text('{"run_id": "r-1", "nodes": ["a"]}\n')
+        log = tmp_path / "nft.log"
+        log.write_text("")
+        run = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                             env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), "FAKE_LOCK": str(lock),
+                                  **env})
+        return run.returncode, split_fence(run.stdout), log.read_text().splitlines()
+
+    assert look() == (0, ("npu table\n", "ok"), ["nft list table inet dapo_ops_r_1"])
+    rc, fence, calls = look(NFT_LIST_RC="1")
+    assert (rc, fence[1], calls[-1]) == (0, "restored", f"nft -f {node_dir}/ray-firewall.nft")
+    assert look(NFT_LIST_RC="1", NFT_LOAD_RC="1")[1][1] == "failed Error: bad rule"
+    rc, fence, calls = look(NFT_LIST_RC="1", NFT_LOAD_RELEASES_LOCK="1")   # a `stop` between the two
+    assert fence == ("npu table\n", None) and calls[-1] == "nft delete table inet dapo_ops_r_1"
+    assert look(NPU_SMI_RC="3")[0] == 3                                   # npu-smi's exit code is the look's

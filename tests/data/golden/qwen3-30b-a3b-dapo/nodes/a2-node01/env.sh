@@ -26,6 +26,6 @@ export TENSORBOARD_DIR=/var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tenso
 export RAY_AUTH_MODE=token
 export RAY_AUTH_TOKEN_PATH=/var/lib/dapo-ops/runs/render/ray-token
 unset RAY_USE_TLS
-# No secret is in here or in any process Ray starts: the job's API keys reach its workers as a 0600 netrc file
-# named by NETRC in the job's runtime environment (dapo_ops/job/secrets.py).
+# No secret is in here or in any process Ray starts: the secrets the spec lists reach the job's workers as 0600
+# files named in its runtime environment (NETRC, HF_TOKEN_PATH: dapo_ops/job/secrets.py).
 ulimit -n 65536 2>/dev/null || true

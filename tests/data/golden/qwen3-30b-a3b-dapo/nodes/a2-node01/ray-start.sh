@@ -11,25 +11,44 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Ray's temp dir lives under a root-only directory (job/render.py RAY_ROOT)
 install -d -m 0700 -- /var/lib/dapo-ops/ray
 # Where the job writes, made on every node: verl's TaskRunner and workers may run on any of them, and verl's file
-# logger creates no directory. Root-only (0700), in directories only root can write to: verl's auto-resume loads
-# whatever checkpoint it finds there as root (torch.load), so a place another user could fill is refused.
-for dapo_dir in /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard; do
-  dapo_check=$dapo_dir
-  while :; do
-    if [ -e "$dapo_check" ]; then
-      read -r dapo_uid dapo_mode < <(stat -L -c '%u %a' -- "$dapo_check")
-      # root's, and not writable by group or others unless sticky (/tmp) above the job's own directory
-      if [ "$dapo_uid" != 0 ] || { [ $((8#$dapo_mode & 022)) != 0 ] &&
-           { [ "$dapo_check" = "$dapo_dir" ] || [ $((8#$dapo_mode & 01000)) = 0 ]; }; }; then
-        printf '%s: %s is in %s (owner uid %s, mode %s), which another user can write to: the job would write and load checkpoints there as root\n' \
-          "$(hostname)" "$dapo_dir" "$dapo_check" "$dapo_uid" "$dapo_mode" >&2
-        exit 1
+# logger creates no directory. Root-only (0700), in directories only root can change: verl's auto-resume loads
+# whatever checkpoint it finds there as root (torch.load), so a place another user could fill or redirect is refused.
+dapo_refuse_open() {  # DIR: fail, saying why, when another user could change DIR or what leads to it
+  local dir=$1 check uid mode real
+  check=$dir
+  while :; do  # the path as given: a symbolic link on it must be root's (its owner can point it elsewhere)
+    if [ -L "$check" ]; then
+      uid=$(stat -c '%u' -- "$check")
+      if [ "$uid" != 0 ]; then
+        printf '%s: %s goes through %s, a symbolic link of uid %s, which another user can point elsewhere: the job would write and load checkpoints there as root\n' \
+          "$(hostname)" "$dir" "$check" "$uid" >&2
+        return 1
       fi
     fi
-    [ "$dapo_check" != / ] || break
-    dapo_check=$(dirname -- "$dapo_check")
+    [ "$check" != / ] || break
+    check=$(dirname -- "$check")
   done
+  real=$(realpath -m -- "$dir")
+  check=$real
+  while :; do  # where it leads: root's, and not writable by group or others unless sticky (/tmp) above the dir
+    if [ -e "$check" ]; then
+      read -r uid mode < <(stat -c '%u %a' -- "$check")
+      if [ "$uid" != 0 ] || { [ $((8#$mode & 022)) != 0 ] &&
+           { [ "$check" = "$real" ] || [ $((8#$mode & 01000)) = 0 ]; }; }; then
+        printf '%s: %s is in %s (owner uid %s, mode %s), which another user can write to: the job would write and load checkpoints there as root\n' \
+          "$(hostname)" "$dir" "$check" "$uid" "$mode" >&2
+        return 1
+      fi
+    fi
+    [ "$check" != / ] || break
+    check=$(dirname -- "$check")
+  done
+}
+for dapo_dir in /var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo /var/log/dapo-ops/jobs/verl-dapo/qwen3-30b-a3b-dapo/tensorboard; do
+  dapo_refuse_open "$dapo_dir" || exit 1
   install -d -m 0700 -- "$dapo_dir"
+  # again: a directory above it that did not exist before may have been made by another user in between
+  dapo_refuse_open "$dapo_dir" || exit 1
 done
 
 # The dashboard (and its job API, which runs commands as root) listens on the head's loopback only: every dapo-ops
