@@ -157,6 +157,7 @@ class SimFleet:
         current = self.load_state()
         if current is not None and current.spec == json.loads(json.dumps(asdict(spec))) and self._healthy(current):
             self.log(f"fleet of {spec.nodes} node(s) already up; nothing to do")
+            self._write_inventory(current, spec)  # this checkout's inventory/sim too (the fleet may be another's)
             return current
         if current is not None:
             self.log("removing the previous simulated fleet")
@@ -211,6 +212,9 @@ class SimFleet:
         access.write_known_hosts(state.nodes, self.known_hosts)
         access.write_ssh_config(state.nodes, self.ssh_config, self.key_file, self.known_hosts)
         preinstall(state.nodes, spec, faults, self.manifest, self.state_dir / "catalog-installers", self.mirror_root)
+        self._write_inventory(state, spec)
+
+    def _write_inventory(self, state: FleetState, spec: FleetSpec) -> None:
         access.write_inventory(self.inventory_file, state.nodes, spec.npus_per_node, key_file=self.key_file,
                                known_hosts=self.known_hosts, mirror_url=self.mirror_url,
                                mirror_root=self.mirror_root, manifest=self.manifest)

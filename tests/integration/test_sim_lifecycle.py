@@ -72,6 +72,13 @@ def test_up_is_idempotent_and_down_is_clean(sim):
     first = sim.up(FleetSpec(nodes=2))
     second = sim.up(FleetSpec(nodes=2))
     assert [n.pid1 for n in first.nodes] == [n.pid1 for n in second.nodes]  # nothing restarted
+    # another checkout's `sim up` on the same fleet restarts nothing and still gets its own inventory (scripts/demo.sh
+    # from a fresh clone found an empty inventory/sim and failed site.yml's first check)
+    other = SimFleet(state_dir=sim.state_dir, inventory_dir=sim.state_dir / "other-checkout")
+    third = other.up(FleetSpec(nodes=2))
+    assert [n.pid1 for n in third.nodes] == [n.pid1 for n in first.nodes]
+    assert (other.inventory_dir / "hosts.yml").read_text() == (sim.inventory_dir / "hosts.yml").read_text()
+    shutil.rmtree(other.inventory_dir)
     # a process started inside a node, detached, is gone after down too
     subprocess.run(["nsenter", "-t", str(first.nodes[0].pid1), "-m", "-u", "-p", "-n", "--", "sh", "-c",
                     "setsid sleep 600 >/dev/null 2>&1 < /dev/null &"], check=True, timeout=10)
