@@ -56,10 +56,6 @@ def loggers(spec: JobSpec) -> set[str]:
     return names
 
 
-def needs_secrets(spec: JobSpec) -> bool:
-    return bool(spec.secrets)
-
-
 def check_secret_names(spec: JobSpec) -> list[str]:
     """The spec's `secrets` against what dapo-ops can hand over, and its loggers against `secrets` (pure)."""
     problems = [f"secrets: {name!r} is not a secret dapo-ops hands to a job ({', '.join(SECRETS)})"
@@ -163,7 +159,3 @@ def wandb_machine(spec: JobSpec) -> str:
 def netrc_text(spec: JobSpec, secrets: Mapping[str, str]) -> str:
     """The netrc file that carries the key to wandb (Python's netrc module parses it, as wandb does)."""
     return f"machine {wandb_machine(spec)}\n  login user\n  password {secrets['WANDB_API_KEY']}\n"
-
-
-def netrc_path(node_dir: str) -> str:
-    return f"{node_dir}/{NETRC_NAME}"
