@@ -24,13 +24,33 @@ python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
+# The controller's toolchain comes from hashed locks (requirements/, made by scripts/lock-controller.sh): with
+# --require-hashes pip checks each file's sha256 before it installs or builds anything. The build tools go in
+# first, so the one source-only package (hydra's antlr4 runtime) and dapo-ops itself build with them, without an
+# unhashed build environment from the index (--no-build-isolation).
 stamp=.venv/.dapo-ops-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-  # verl's configuration for `dapo-ops validate`: the pinned verl wheel without its (NPU) dependencies
-  verl_pin=$(.venv/bin/python -c 'from dapo_ops.manifest import load_manifest; print(load_manifest().source("verl").version)')
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "verl==$verl_pin"
+locks=(requirements/build-tools.txt requirements/controller.txt requirements/verl-config.txt)
+stale=0
+for input in pyproject.toml "${locks[@]}"; do
+  [ -f "$stamp" ] && [ ! "$input" -nt "$stamp" ] || stale=1
+done
+if ((stale)); then
+  pip=(.venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes)
+  "${pip[@]}" -r requirements/build-tools.txt
+  "${pip[@]}" --no-build-isolation -r requirements/controller.txt
+  # checked before verl, whose dependencies are left out on purpose
+  .venv/bin/python -m pip check >/dev/null || { .venv/bin/python -m pip check >&2; exit 1; }
+  # verl's configuration for `dapo-ops validate`: the pinned verl wheel without its (NPU) dependencies; its lock
+  # must name the manifest's pin
+  verl_pin=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "."); from dapo_ops.manifest import load_manifest
+print(load_manifest().source("verl").version)')
+  if ! grep -q "^verl==$verl_pin " requirements/verl-config.txt; then
+    echo "bootstrap: requirements/verl-config.txt does not lock verl $verl_pin, the manifest's pin:" \
+      "run scripts/lock-controller.sh" >&2
+    exit 1
+  fi
+  "${pip[@]}" --no-deps -r requirements/verl-config.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
   touch "$stamp"
 fi
 echo "bootstrap: ready ($(.venv/bin/dapo-ops --version))"
