@@ -4,11 +4,13 @@
 Layout as conda fetches a channel (conda 24.7.1 conda/core/subdir_data.py: CHANNEL/<subdir>/repodata.json and
 CHANNEL/noarch/repodata.json). It lists the Python the simulated nodes run for the pinned minor version; the conda
 stand-in (assets/conda_cli.py) reads the records and builds the environment with venv, so no package files are
-served.
+served; each record's sha256 and md5 are those the installer stand-in records for the same file
+(assets/conda_installer.py `package_digests`), as a faithful mirror of the installer's channel would serve.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -25,6 +27,12 @@ def node_python_version() -> str:
     return out.stdout.strip()
 
 
+def package_digests(subdir: str, fn: str) -> dict[str, str]:
+    """The digests the stand-ins give a package file that is not there: those of its name."""
+    name = f"{subdir}/{fn}".encode()
+    return {"sha256": hashlib.sha256(name).hexdigest(), "md5": hashlib.md5(name).hexdigest()}
+
+
 def write_channel(directory: Path, manifest: StackManifest, python_version: str | None = None) -> Path:
     """Write CHANNEL/<subdir>/repodata.json (with the python record) and CHANNEL/noarch/repodata.json."""
     subdir = SUBDIRS.get(str(manifest.platform.get("arch", "aarch64")), "linux-aarch64")
@@ -32,9 +40,10 @@ def write_channel(directory: Path, manifest: StackManifest, python_version: str 
     if not (version == manifest.python_version or version.startswith(manifest.python_version + ".")):
         version = f"{manifest.python_version}.0"
     build = "dapo_0"
+    fn = f"python-{version}-{build}.conda"
     record = {"name": "python", "version": version, "build": build, "build_number": 0, "subdir": subdir,
-              "depends": []}
-    for name, packages in ((subdir, {f"python-{version}-{build}.conda": record}), ("noarch", {})):
+              "depends": [], **package_digests(subdir, fn)}
+    for name, packages in ((subdir, {fn: record}), ("noarch", {})):
         (directory / name).mkdir(parents=True, exist_ok=True)
         data = {"info": {"subdir": name}, "packages": {}, "packages.conda": packages, "removed": [],
                 "repodata_version": 1}

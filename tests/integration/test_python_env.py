@@ -5,6 +5,7 @@ triton), idempotently and honestly in check mode."""
 
 import json
 import re
+import shlex
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_recipe_packages_installed_in_order(first_run):
     order = [t for t in changed_tasks(output) if t.startswith(("Install", "Remove", "Create"))]
     assert order == [
         "Install Miniconda in batch mode, keeping its package cache",
-        "Create the environment with the pinned Python (no channel access unless a channel mirror is set)",
+        "Create the environment with the installer's Python (no channel access unless a channel mirror is set)",
         "Install the lock's pip and packaging tools",
         "Install numpy<2 and CANN's Python dependencies for online operator compilation, in one pip call",
         "Install torch",
@@ -178,9 +179,48 @@ def test_second_run_and_check_mode_change_nothing(first_run):
         assert rc == 0 and recap["node1"]["changed"] == 0, output[-3000:]
 
 
+def installer_python(node) -> dict:
+    """The installer's Python record in the base environment (the interpreter's pin)."""
+    return json.loads(sh(node, "cat /opt/miniconda3/conda-meta/python-*.json").stdout)
+
+
+def test_the_environment_has_the_installers_python(first_run):
+    node, _, _ = first_run
+    pinned = installer_python(node)
+    env = json.loads(sh(node, f"cat {ENV}/conda-meta/python-{pinned['version']}-{pinned['build']}.json").stdout)
+    assert (env["sha256"], env["md5"]) == (pinned["sha256"], pinned["md5"])
+
+
 def test_the_mirror_serves_a_conda_channel(first_run):
     node, _, _ = first_run
-    version = load_manifest().python_version
-    result = sh(node, f"{CONDA} create -n viamirror --override-channels -c {MIRROR}/conda python={version} -y")
+    pinned = installer_python(node)
+    spec = f"python=={pinned['version']}={pinned['build']}"
+    result = sh(node, f"{CONDA} create -n viamirror --override-channels -c {MIRROR}/conda '{spec}' -y")
     assert result.exit_code == 0
+    record = json.loads(sh(node, f"cat /opt/miniconda3/envs/viamirror/conda-meta/python-*.json").stdout)
+    assert record["channel"].startswith(f"{MIRROR}/conda/") and record["sha256"] == pinned["sha256"]
     sh(node, f"{CONDA} env remove -n viamirror -y")
+
+
+def test_a_channel_mirror_serving_another_python_file_stops_the_layer(first_run, tmp_path):
+    """dapo_conda_channel pointing at a channel whose python record carries the installer's name and another digest:
+    the environment is made, and the role's check stops the play naming the digests, before pip runs in it."""
+    node, _, _ = first_run
+    pinned = installer_python(node)
+    repodata = sh(node, "curl -fsS " + MIRROR + "/conda/linux-aarch64/repodata.json").stdout
+    data = json.loads(repodata)
+    for record in data["packages.conda"].values():
+        record["sha256"] = "0" * 64
+    channel = "/root/tampered-channel"
+    sh(node, f"mkdir -p {channel}/linux-aarch64 {channel}/noarch && "
+             f"curl -fsS {MIRROR}/conda/noarch/repodata.json -o {channel}/noarch/repodata.json && "
+             f"printf '%s' {shlex.quote(json.dumps(data))} > {channel}/linux-aarch64/repodata.json")
+    try:
+        rc, output, _ = playbook("--tags", "python", "-e", f"dapo_conda_channel=file://{channel}",
+                                 "-e", "stack_env_name=tampered")
+        assert rc != 0, output[-3000:]
+        assert f"{pinned['version']}-{pinned['build']} has sha256 {'0' * 64}, the installer's has {pinned['sha256']}" \
+            in output, output[-3000:]
+        assert "Install the lock's pip" not in output
+    finally:
+        sh(node, f"{CONDA} env remove -n tampered -y; rm -rf {channel}", ok=False)

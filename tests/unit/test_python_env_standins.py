@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +21,8 @@ import pytest
 from dapo_ops.manifest import load_manifest
 from dapo_ops.sim import artifacts, conda_channel, wheels
 from filter_plugins.dapo_ops import unsatisfied
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +138,47 @@ def test_override_channels_needs_a_channel(conda_kept):
 def test_create_rejects_flags_conda_does_not_have(conda_kept):
     result = conda(conda_kept, "create", "-n", "x", "python=3.11", "--no-such-flag")
     assert result.returncode == 2 and "unrecognized arguments: --no-such-flag" in result.stderr
+
+
+def _pin_module():
+    spec = importlib.util.spec_from_file_location("dapo_conda_python", ROOT / "library" / "dapo_conda_python.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pinned_python_is_taken_offline_and_from_a_faithful_mirror(conda_kept, channel_server):
+    """The role's spec (the installer's python==version=build) solves both ways, and either environment records the
+    installer's package digests (library/dapo_conda_python.py passes it)."""
+    pin = _pin_module()
+    pinned = pin.pin_of(pin.python_record(str(conda_kept)), str(conda_kept))
+    spec = f"python=={pinned['version']}={pinned['build']}"
+    for name, where in (("pin-off", ["--offline"]), ("pin-mirror", ["--override-channels", "-c", channel_server])):
+        result = conda(conda_kept, "create", "-n", name, spec, "-y", *where)
+        assert result.returncode == 0, result.stdout + result.stderr
+        env = str(conda_kept / "envs" / name)
+        assert pin.mismatch(pinned, pin.python_record(env), env) is None
+        assert pin.python_record(env)["channel"].startswith(channel_server if name == "pin-mirror" else "https://")
+    wrong = conda(conda_kept, "create", "-n", "x", f"python=={pinned['version']}=other_0", "-y", "--offline")
+    assert wrong.returncode == 1 and "PackagesNotFoundError" in wrong.stderr
+
+
+def test_a_mirror_serving_another_file_under_the_pinned_name_is_caught(conda_kept, manifest, tmp_path):
+    """A channel whose python record has the installer's name but another digest: conda takes it (the stand-in, like
+    conda, trusts the channel's repodata), and the role's check refuses the environment."""
+    pin = _pin_module()
+    pinned = pin.pin_of(pin.python_record(str(conda_kept)), str(conda_kept))
+    channel = conda_channel.write_channel(tmp_path / "conda", manifest, python_version=pinned["version"])
+    repodata = next(channel.glob("linux-*/repodata.json"))
+    data = json.loads(repodata.read_text())
+    for record in data["packages.conda"].values():
+        record["sha256"] = "0" * 64
+    repodata.write_text(json.dumps(data))
+    result = conda(conda_kept, "create", "-n", "tampered", f"python=={pinned['version']}={pinned['build']}", "-y",
+                   "--override-channels", "-c", channel.as_uri())
+    assert result.returncode == 0, result.stdout + result.stderr
+    env = str(conda_kept / "envs" / "tampered")
+    assert "served another file under that name" in pin.mismatch(pinned, pin.python_record(env), env)
 
 
 def _wheel(path: Path) -> tuple[dict[str, list[str]], set[str]]:

@@ -2,6 +2,9 @@
 # Stand-in for the `conda` command of a Miniconda install, built on venv (Miniconda cannot be downloaded in the
 # dapo-ops simulated fleet). Supports what the dapo-ops roles use: --version, create -n NAME python=X.Y [-y]
 # [--offline] [-c URL ... [--override-channels]], run -n NAME CMD..., env list / info --envs, env remove -n NAME [-y].
+# Specs: name, name=X.Y (fuzzy), name==X.Y.Z and name==X.Y.Z=BUILD (exact; conda/models/match_spec.py).
+# The environment records the package it took, with the record's digests, as conda-meta/<name>-<version>-<build>.json
+# (conda 24.7.1 conda/models/records.py PrefixRecord); from a channel, with the channel's record.
 #
 # Channels behave as in conda 24.7.1 (conda/conda tag 24.7.1):
 # - `defaults` is https://repo.anaconda.com/pkgs/main and /pkgs/r (conda/base/constants.py DEFAULT_CHANNELS_UNIX),
@@ -110,14 +113,17 @@ def fetch_repodata(url):
 
 
 def cached_records():
-    """The package cache the installer left (PREFIX/pkgs/<dist>/info/index.json)."""
+    """The package cache the installer left: PREFIX/pkgs/<dist>/info/repodata_record.json (the record with its
+    channel and digests), or info/index.json where that is missing."""
     records = []
-    for path in sorted(glob.glob(os.path.join(PKGS, "*", "info", "index.json"))):
-        try:
-            with open(path) as f:
-                records.append(json.load(f))
-        except (OSError, ValueError):
-            continue
+    for info in sorted(glob.glob(os.path.join(PKGS, "*", "info"))):
+        for name in ("repodata_record.json", "index.json"):
+            try:
+                with open(os.path.join(info, name)) as f:
+                    records.append(json.load(f))
+                break
+            except (OSError, ValueError):
+                continue
     return records
 
 
@@ -129,16 +135,28 @@ def index(urls, offline):
         for subdir in (SUBDIR, "noarch"):
             data = fetch_repodata(url + "/" + subdir)
             for group in ("packages", "packages.conda"):
-                records += list((data.get(group) or {}).values())
+                records += [dict(record, channel=url + "/" + subdir, fn=fn, url="%s/%s/%s" % (url, subdir, fn))
+                            for fn, record in (data.get(group) or {}).items()]
     if offline:
         records += cached_records()
     return records
 
 
-def matches(record, name, version):
+def parse_spec(spec):
+    """name, version, build, exact from name | name=X.Y | name==X.Y.Z | name==X.Y.Z=BUILD."""
+    name, _, rest = spec.partition("=")
+    exact = rest.startswith("=")
+    version, _, build = rest.lstrip("=").partition("=")
+    return name, version, build, exact
+
+
+def matches(record, spec):
+    name, version, build, exact = parse_spec(spec)
     if record.get("name") != name:
         return False
     have = str(record.get("version", ""))
+    if exact and have != version or build and record.get("build") != build:
+        return False
     return not version or have == version or have.startswith(version + ".")
 
 
@@ -170,18 +188,16 @@ def create(args):
             raise
         print("done")
         specs = [s for s in opts.specs]
-        wanted = {}
-        for spec in specs:
-            pkg, _, version = spec.partition("=")
-            wanted[pkg] = version.lstrip("=")
-        missing = [s for s in specs if not any(matches(r, s.partition("=")[0], wanted[s.partition("=")[0]])
-                                               for r in records)]
+        chosen = {s: [r for r in records if matches(r, s)] for s in specs}
+        missing = [s for s in specs if not chosen[s]]
         have = base_python_version()
-        if "python" in wanted and not missing:
-            version = wanted["python"] or have
-            if not (version == have or version.startswith(have + ".") or have.startswith(version + ".")):
-                missing.append("python=%s" % version)
-        unsupported = [s for s in specs if s.partition("=")[0] != "python"]
+        for spec in specs:
+            package, version, _, _ = parse_spec(spec)
+            version = version or have
+            if package == "python" and spec not in missing and not (
+                    version == have or version.startswith(have + ".") or have.startswith(version + ".")):
+                missing.append(spec)
+        unsupported = [s for s in specs if parse_spec(s)[0] != "python"]
         if unsupported and not missing:
             missing = unsupported  # the stand-in can only create a Python environment
         if missing:
@@ -205,6 +221,11 @@ def create(args):
     os.makedirs(os.path.join(target, "conda-meta"), exist_ok=True)
     with open(os.path.join(target, "conda-meta", "history"), "w") as f:
         f.write("# cmd: conda create %s\n" % " ".join(args))
+    for spec in specs:
+        record = chosen[spec][-1]
+        with open(os.path.join(target, "conda-meta", "%s-%s-%s.json" % (record["name"], record["version"],
+                                                                         record["build"])), "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
     print("#\n# To activate this environment, use\n#\n#     $ conda activate %s\n#" % name)
     return 0
 

@@ -6,7 +6,12 @@
 # clear the package cache after installation"), removes PREFIX/pkgs (conda/constructor constructor/header.sh:
 # getopts "bifhkp:s...", `if [ "$KEEP_PKGS" = "0" ]; then rm -rf "$PREFIX"/pkgs`; CONSTRUCT.md `keep_pkgs`, default
 # false). This stand-in models that default. What it leaves in pkgs/ are the records `conda create --offline
-# python=X.Y` needs: the base environment's python and pip (pkgs/<name>-<version>-<build>/info/index.json).
+# python=X.Y` needs: the base environment's python and pip (pkgs/<name>-<version>-<build>/info/index.json and
+# info/repodata_record.json). The base environment's own records are PREFIX/conda-meta/<dist>.json, with the package
+# file's sha256 and md5 as conda records every installed package (conda 24.7.1 conda/models/records.py
+# PrefixRecord). The stand-in ships no package files: its digests are those of the file's name (package_digests),
+# the same function the simulated channel (dapo_ops/sim/conda_channel.py) uses, so a faithful mirror agrees.
+import hashlib
 import json
 import os
 import platform
@@ -23,6 +28,16 @@ def usage():
           "-k           do not clear the package cache after installation\n"
           "-p PREFIX    install prefix, defaults to $HOME/miniconda3\n-u           update an existing installation"
           % os.path.basename(RUN_FILE))
+
+
+def package_digests(subdir, fn):
+    name = ("%s/%s" % (subdir, fn)).encode()
+    return {"sha256": hashlib.sha256(name).hexdigest(), "md5": hashlib.md5(name).hexdigest()}
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
 
 
 batch = "-b" in args
@@ -69,15 +84,21 @@ pip = subprocess.run([os.path.join(prefix, "bin", "python"), "-c", "import pip; 
 if pip.returncode == 0:
     base["pip"] = pip.stdout.strip()
 urls = []
+channel = "https://repo.anaconda.com/pkgs/main"
 for name, version in base.items():
     build = "dapo_0"
+    dist = "%s-%s-%s" % (name, version, build)
     record = {"name": name, "version": version, "build": build, "build_number": 0, "subdir": subdir,
-              "channel": "https://repo.anaconda.com/pkgs/main", "depends": []}
-    info = os.path.join(pkgs, "%s-%s-%s" % (name, version, build), "info")
+              "depends": []}
+    info = os.path.join(pkgs, dist, "info")
     os.makedirs(info, exist_ok=True)
-    with open(os.path.join(info, "index.json"), "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-    urls.append("https://repo.anaconda.com/pkgs/main/%s/%s-%s-%s.conda" % (subdir, name, version, build))
+    write_json(os.path.join(info, "index.json"), record)
+    url = "%s/%s/%s.conda" % (channel, subdir, dist)
+    installed = dict(record, channel=channel + "/" + subdir, fn=dist + ".conda", url=url,
+                     **package_digests(subdir, dist + ".conda"))
+    write_json(os.path.join(info, "repodata_record.json"), installed)
+    write_json(os.path.join(prefix, "conda-meta", dist + ".json"), installed)
+    urls.append(url)
 with open(os.path.join(pkgs, "urls.txt"), "w") as f:
     f.write("\n".join(urls) + "\n")
 if not keep_pkgs:
