@@ -19,7 +19,7 @@ from dapo_ops.audit.collect import collection_script, node_context
 from dapo_ops.inventory import load_inventory
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import FleetSpec, SimFleet
 
 sys.path.insert(0, str(PROJECT_ROOT))  # the tests' stand-in Python stack
 from tests.integration.helpers import standin_stack_env  # noqa: E402

@@ -1,7 +1,7 @@
 """Benchmark: the import sweep (roles/verify/files/import_sweep.py) on one provisioned node, run as verify and the
 audit run it (the CANN environment sourced, the inventory's stand-ins, the manifest's job modules).
 
-Needs a node with the stack installed (e.g. `dapo-ops sim up --nodes 2 --provisioned` then `ansible-playbook -i
+Needs a node with the stack installed (e.g. `dapo-sim up --nodes 2 --provisioned` then `ansible-playbook -i
 inventory/sim site.yml`, or a real node). Run: .venv/bin/python benchmarks/import_sweep.py [-i INVENTORY] [--node N]
 Prints the full sweep's time (goal <= 20 s for the ~200 distributions on 2 cores), the time of a run that reuses
 the verdict of an unchanged env, and that run's ratio to `ssh NODE true` (the audit's per-node floor), all measured

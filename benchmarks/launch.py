@@ -25,8 +25,8 @@ from dapo_ops.inventory import load_inventory
 from dapo_ops.job.spec import load_spec
 from dapo_ops.layout import node_layout
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec, SimFleet
-from dapo_ops.sim.stage import job_files
+from dapo_sim.fleet import FleetSpec, SimFleet
+from dapo_sim.stage import job_files
 
 BIN = Path(sys.executable).parent
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"

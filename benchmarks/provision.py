@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.recap import parse_recap
-from dapo_ops.sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import FleetSpec, SimFleet
 
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 

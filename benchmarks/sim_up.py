@@ -1,4 +1,4 @@
-"""Benchmark: `dapo-ops sim up --nodes 2` on a warm mirror cache (goal: under 60 s on a 2-core machine).
+"""Benchmark: `dapo-sim up --nodes 2` on a warm mirror cache (goal: under 60 s on a 2-core machine).
 
 Run as root: .venv/bin/python benchmarks/sim_up.py [--nodes N]
 Prints the measured bring-up and teardown times and the ratio to the goal; leaves a fresh fleet up.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from dapo_ops.sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import FleetSpec, SimFleet
 
 GOAL_SECONDS = 60.0
 

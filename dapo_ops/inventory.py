@@ -69,7 +69,7 @@ def load_raw(source: Path) -> dict:
     """What `ansible-inventory -i SOURCE --list` prints, read in-process with Ansible's own inventory API (its
     groups, hosts and flattened host variables), from a cache while no file of a static inventory changed."""
     if not source.exists():
-        hint = " (run `dapo-ops sim up` first)" if source.resolve() == SIM_INVENTORY_DIR.resolve() else ""
+        hint = " (run `dapo-sim up` first)" if source.resolve() == SIM_INVENTORY_DIR.resolve() else ""
         raise InventoryError(f"inventory {source} does not exist{hint}")
     scripts = os.environ.get(SCRIPTS_OPT_IN) == "1"
     if not scripts:
@@ -169,7 +169,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     hostvars = raw.get("_meta", {}).get("hostvars", {})
     names = _group_hosts(raw, group)
     if not names:
-        hint = " (run `dapo-ops sim up` first)" if Path(source).resolve() == SIM_INVENTORY_DIR.resolve() else ""
+        hint = " (run `dapo-sim up` first)" if Path(source).resolve() == SIM_INVENTORY_DIR.resolve() else ""
         raise InventoryError(f"inventory {source} has no hosts in group {group!r}{hint}")
     hosts = []
     for name in names:

@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 job=jobs/qwen3-30b-a3b-dapo.yaml
-dapo-ops sim up --nodes "${NODES:-2}"
-dapo-ops sim stage "$job"   # the model config.json and data files on every node, as a real cluster has them
+dapo-sim up --nodes "${NODES:-2}"
+dapo-sim stage "$job"   # the model config.json and data files on every node, as a real cluster has them
 ansible-playbook site.yml
 dapo-ops audit
 dapo-ops validate "$job" --recipe-from-head
@@ -23,4 +23,4 @@ done
 dapo-ops logs "$run" | tail -n 5
 dapo-ops stop "$run"
 dapo-ops runs
-echo "demo: done ($run: $state). Inspect with: dapo-ops sim status; tear down with: dapo-ops sim down"
+echo "demo: done ($run: $state). Inspect with: dapo-sim status; tear down with: dapo-sim down"

@@ -18,7 +18,8 @@ class CliResult:
     stderr: str
 
 
-def run_cli(*args, env: dict[str, str] | None = None, cwd=None) -> CliResult:
+def run_cli(*args, env: dict[str, str] | None = None, cwd=None, entry=main) -> CliResult:
+    """`entry` is the command's main (dapo_ops.cli.main, or dapo_sim.cli.main for `dapo-sim`)."""
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     try:
@@ -28,7 +29,7 @@ def run_cli(*args, env: dict[str, str] | None = None, cwd=None) -> CliResult:
         if cwd is not None:
             os.chdir(cwd)
         with redirect_stdout(out), redirect_stderr(err):
-            code = main([str(a) for a in args])
+            code = entry([str(a) for a in args])
     finally:
         os.environ.clear()
         os.environ.update(saved_env)

@@ -15,7 +15,6 @@ from dapo_ops import __version__
 from dapo_ops.cli import audit, doctor, job, report, runs, stack
 from dapo_ops.cli.output import print_error
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.sim import cli as sim_cli
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -26,30 +25,35 @@ def cli() -> None:
     """Provision Ascend 910B fleets to a pinned stack, audit them, launch verl DAPO jobs."""
 
 
-for command in (sim_cli.sim, audit.audit, job.render, job.validate, runs.launch, runs.status, runs.watch, runs.logs, runs.stop,
+for command in (audit.audit, job.render, job.validate, runs.launch, runs.status, runs.watch, runs.logs, runs.stop,
                 runs.runs, report.report, stack.stack, doctor.doctor):
     cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run(cli, "dapo-ops", argv)
+
+
+def run(group: click.Group, prog: str, argv: list[str] | None = None) -> int:
+    """Run a click command group, mapping every error to a one-line message and an exit code (also `dapo-sim`'s)."""
     try:
-        cli.main(args=argv, prog_name="dapo-ops", standalone_mode=False)
+        group.main(args=argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.Abort:
-        print_error("dapo-ops: interrupted")
+        print_error(f"{prog}: interrupted")
         return EXIT_FAILED
     except click.ClickException as exc:
-        print_error(f"dapo-ops: {exc.format_message()}")
+        print_error(f"{prog}: {exc.format_message()}")
         return EXIT_USAGE if isinstance(exc, click.UsageError) or exc.exit_code == 2 else EXIT_FAILED
     except DapoError as exc:  # UsageError carries exit code 2, every other DapoError 1
-        print_error(f"dapo-ops: {exc}")
+        print_error(f"{prog}: {exc}")
         return EXIT_USAGE if isinstance(exc, UsageError) else exc.exit_code
     except KeyboardInterrupt:
-        print_error("dapo-ops: interrupted")
+        print_error(f"{prog}: interrupted")
         return EXIT_FAILED
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except Exception as exc:  # the one place a bug becomes a one-line message instead of a traceback
-        print_error(f"dapo-ops: internal error: {type(exc).__name__}: {exc} (set DAPO_OPS_DEBUG=1 for the traceback)")
+        print_error(f"{prog}: internal error: {type(exc).__name__}: {exc} (set DAPO_OPS_DEBUG=1 for the traceback)")
         if os.environ.get("DAPO_OPS_DEBUG") == "1":
             raise
         return EXIT_FAILED

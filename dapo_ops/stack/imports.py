@@ -15,7 +15,7 @@ from dapo_ops.paths import PROJECT_ROOT
 SWEEP_SCRIPT = PROJECT_ROOT / "roles" / "verify" / "files" / "import_sweep.py"
 # The inventory variable naming the distributions that are stand-ins on a fleet (not imported; a failure one causes
 # is skipped, not an error). Real nodes run the real packages and leave it empty; the simulated inventory lists the
-# NPU-bound wheels and the source checkouts it serves as stand-ins (dapo_ops/sim/access.py).
+# NPU-bound wheels and the source checkouts it serves as stand-ins (dapo_sim/access.py).
 STANDINS_VARIABLE = "dapo_import_standins"
 WHAT = "import sweep"
 _DIST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")

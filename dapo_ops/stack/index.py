@@ -4,7 +4,7 @@ URL fragment names the hash, which pip checks). Served over HTTP (`python3 -m ht
 simple/) or read directly by pip as a file:// URL.
 
 `index_pages` is pure (file names and digests in, page texts out); `write_index` hashes the files and writes the
-pages. Used by `dapo-ops stack wheelhouse` and by the simulated fleet's mirror (dapo_ops.sim.wheels).
+pages. Used by `dapo-ops stack wheelhouse` and by the simulated fleet's mirror (dapo_sim.wheels).
 """
 
 from __future__ import annotations

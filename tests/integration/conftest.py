@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from dapo_ops.sim.fleet import SimFleet
+from dapo_sim.fleet import SimFleet
 
 pytestmark = pytest.mark.sim
 
@@ -72,7 +72,7 @@ class SiteFleet:
         return None if state is None else [n.pid1 for n in state.nodes]
 
     def ensure(self):
-        from dapo_ops.sim.fleet import FleetSpec
+        from dapo_sim.fleet import FleetSpec
 
         from .ansible_helpers import playbook
         from .helpers import hosts, sh
@@ -99,7 +99,7 @@ def _leave_two_clean_nodes(request):
     """After the integration tests, leave the default 2-node fleet up (as .ci/run and the README expect)."""
     yield
     if _missing() is None and any("integration" in str(i.fspath) for i in request.session.items):
-        from dapo_ops.sim.fleet import FleetSpec
+        from dapo_sim.fleet import FleetSpec
 
         SimFleet().up(FleetSpec(nodes=2))
 

@@ -38,7 +38,7 @@ def standin_stack_env(nodes, numpy="1.26.4"):
     from dapo_ops.layout import node_layout
     from dapo_ops.manifest import load_manifest
     from dapo_ops.paths import PROJECT_ROOT
-    from dapo_ops.sim import wheels
+    from dapo_sim import wheels
     from dapo_ops.stack import platform_tags, wheelhouse
     from dapo_ops.stackcheck import source_declared_version, vllm_built_version
 
@@ -86,7 +86,7 @@ def put_wheel(host, directory, dist, version, init=None):
     """A pure-Python wheel of `dist` at `version` (its package's __init__ is `init`, else only __version__), copied
     to the node: what a `pip install` of another build leaves in the env. Returns its path on the node."""
     from dapo_ops.fleet.ssh import connect
-    from dapo_ops.sim.wheels import build_wheel
+    from dapo_sim.wheels import build_wheel
 
     wheel = build_wheel(directory, dist, version, {f"{dist}/__init__.py": init or f'__version__ = "{version}"\n'})
     conn = connect(host)

@@ -13,7 +13,7 @@ import pytest
 
 from dapo_ops.layout import node_layout
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .helpers import hosts, sh, sigint_as_at_a_terminal, standin_stack_env
 

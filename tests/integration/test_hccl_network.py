@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, set_npu, sh

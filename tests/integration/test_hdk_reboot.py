@@ -8,7 +8,7 @@ import pytest
 
 from dapo_ops.ascend import npu_smi
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh

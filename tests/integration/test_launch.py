@@ -62,7 +62,8 @@ pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary d
 def fleet(site_fleet):
     """The 2 x 16 fleet site.yml provisioned (shared with test_provision, conftest), the job's data staged."""
     site_fleet.ensure()
-    staged = cli("sim", "stage", JOB)
+    staged = subprocess.run([sys.executable, "-m", "dapo_sim", "stage", JOB], cwd=PROJECT_ROOT, capture_output=True,
+                            text=True, timeout=600)
     assert staged.returncode == 0, staged.stderr
     return hosts()
 
@@ -140,7 +141,7 @@ def open_ports(ip, ports, netns=None):
 @pytest.fixture
 def outsider():
     """A namespace on the simulated training network that is no node of the run (10.78.0.250 on its bridge)."""
-    from dapo_ops.sim.netns import DATA_BRIDGE, DATA_SUBNET
+    from dapo_sim.netns import DATA_BRIDGE, DATA_SUBNET
 
     name = "outsider-probe"
     run = lambda *args: subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)  # noqa: E731

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import DATA_NIC, DATA_SUBNET, FleetSpec
+from dapo_sim.fleet import DATA_NIC, DATA_SUBNET, FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh
@@ -37,7 +37,8 @@ def fleet(sim):
     sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
     rc, output, _ = playbook()
     assert rc == 0, output[-3000:]
-    staged = cli("sim", "stage", JOB)
+    staged = subprocess.run([sys.executable, "-m", "dapo_sim", "stage", JOB], cwd=PROJECT_ROOT, capture_output=True,
+                            text=True, timeout=600)
     assert staged.returncode == 0, staged.stderr
     return hosts()
 
@@ -224,7 +225,7 @@ main_dapo.load_data(config)
     sh(fleet["node1"], f"rm -f {cut}")
     result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
     dropped = 8 if filter_overlong else 0
-    # the staged checkpoint's tensors, listed through the node's real safetensors (dapo_ops/sim/checkpoint.py: the
+    # the staged checkpoint's tensors, listed through the node's real safetensors (dapo_sim/checkpoint.py: the
     # embeddings, 8 layers' q_proj, the head)
     assert result["metrics"] == {"dapo_ops/weight_tensors": 10,
                                  "dapo_ops/train_rows": 320, "dapo_ops/train_rows_overlong": 8,

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh

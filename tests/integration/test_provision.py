@@ -182,7 +182,7 @@ def test_a_stack_broken_after_provisioning_fails_verify_and_the_audit_and_a_reru
     from dapo_ops.layout import node_layout
     from dapo_ops.manifest import load_manifest
     from dapo_ops.paths import PROJECT_ROOT
-    from dapo_ops.sim.wheels import TORCH_NPU_INIT
+    from dapo_sim.wheels import TORCH_NPU_INIT
 
     from .helpers import put_wheel
 

@@ -10,8 +10,8 @@ import shlex
 import pytest
 
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim import wheels
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim import wheels
+from dapo_sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh

@@ -5,7 +5,7 @@ import pytest
 from dapo_ops.ascend import hccn_tool, npu_smi, npu_smi_board, version_files
 from dapo_ops.ascend.compat import check_compatibility
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh

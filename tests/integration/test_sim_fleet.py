@@ -12,7 +12,7 @@ from dapo_ops.errors import SSHError
 from dapo_ops.fleet.ssh import HostSpec, connect
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .helpers import hosts, sh
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.errors import SimError
-from dapo_ops.sim import node
-from dapo_ops.sim.fleet import BRIDGE, NETNS_PREFIX, FleetSpec, SimFleet
-from dapo_ops.sim.netns import DATA_BRIDGE
+from dapo_sim import node
+from dapo_sim.fleet import BRIDGE, NETNS_PREFIX, FleetSpec, SimFleet
+from dapo_sim.netns import DATA_BRIDGE
 
 
 def netns():
@@ -48,7 +48,7 @@ def our_processes(state_dir: Path):
             stat = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
         except OSError:
             continue
-        if stat != "Z" and ("dapo_sshd_config" in cmd or str(state_dir) in cmd or "dapo_ops.sim.mirror" in cmd):
+        if stat != "Z" and ("dapo_sshd_config" in cmd or str(state_dir) in cmd or "dapo_sim.mirror" in cmd):
             found.append(cmd)
     return found
 
@@ -123,7 +123,7 @@ def test_foreign_resources_named_like_ours_survive_up_and_down(sim):
         sleeper = subprocess.Popen(["ip", "netns", "exec", victim, "sleep", "600"])
         wait_for(lambda: str(sleeper.pid) in netns_pids(victim))
         assert victim in sim.status()["leftovers"]["netns"]
-        cli = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "sim", "status"], capture_output=True, text=True)
+        cli = subprocess.run([sys.executable, "-m", "dapo_sim", "status"], capture_output=True, text=True)
         assert cli.returncode == 1 and "leftovers" in cli.stderr
 
         sim.up(FleetSpec(nodes=1))
@@ -159,11 +159,11 @@ def test_a_name_of_ours_taken_by_someone_else_fails_the_up_and_is_left_alone(sim
 
 def test_status_and_down_through_the_cli(sim):
     sim.up(FleetSpec(nodes=2))
-    status = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "sim", "status", "--json"], capture_output=True,
+    status = subprocess.run([sys.executable, "-m", "dapo_sim", "status", "--json"], capture_output=True,
                             text=True, timeout=60)
     assert status.returncode == 0
     assert '"up": true' in status.stdout
-    down = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "sim", "down"], capture_output=True, text=True,
+    down = subprocess.run([sys.executable, "-m", "dapo_sim", "down"], capture_output=True, text=True,
                           timeout=60)
     assert down.returncode == 0
     assert_clean(sim)

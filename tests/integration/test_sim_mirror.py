@@ -3,7 +3,7 @@
 import pytest
 
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.fleet import FleetSpec
+from dapo_sim.fleet import FleetSpec
 
 from .helpers import hosts, sh
 

@@ -16,7 +16,7 @@ def stand_in_venv(sim):
     """A provisioned 2-node fleet (HDK + CANN, as `sim up --provisioned`) and, on node1, a venv with the mirror's
     pip configuration and the vLLM, vllm-ascend and verl stand-in checkouts at the pinned tags."""
     from dapo_ops.manifest import load_manifest
-    from dapo_ops.sim.fleet import FleetSpec
+    from dapo_sim.fleet import FleetSpec
 
     from .helpers import hosts, sh
 

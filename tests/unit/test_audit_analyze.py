@@ -12,7 +12,7 @@ from dapo_ops.audit.collect import HostRaw, read_bundle, write_bundle
 from dapo_ops.audit.model import Thresholds
 from dapo_ops.audit.report import prometheus_text, write_atomically
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim.artifacts import catalog_package
+from dapo_sim.artifacts import catalog_package
 from dapo_ops.stackcheck import pinned_python_packages
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())

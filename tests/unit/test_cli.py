@@ -12,11 +12,6 @@ def run_cli_process(*args):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["sim", "up", "--nodes", "0"], "--nodes must be between 1 and 200"),
-    (["sim", "up", "--npus-per-node", "17"], "--npus-per-node must be between 1 and 16"),
-    (["sim", "up", "--fault", "node9:firmware=7.5.0.1.129"], "no node 'node9'"),
-    (["sim", "up", "--fault", "nonsense"], "expected NODE[.npuK]:KNOB"),
-    (["sim", "up", "--nodes", "two"], "is not a valid integer"),
     (["no-such-command"], "No such command"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
@@ -29,7 +24,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 
 def test_version_and_help():
     assert main(["--version"]) == 0
-    assert main(["sim", "--help"]) == 0
+    assert main(["sim", "--help"]) == 2  # the simulator is its own command, dapo-sim
 
 
 def test_python_dash_m_runs_the_same_cli_with_the_same_exit_codes():

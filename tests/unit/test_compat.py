@@ -2,7 +2,7 @@ import pytest
 
 from dapo_ops.ascend import compat
 from dapo_ops.ascend.version_files import parse_toolkit_install_info, parse_version_info
-from dapo_ops.sim.artifacts import load_catalog
+from dapo_sim.artifacts import load_catalog
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.sim.wheels import build_wheel
+from dapo_sim.wheels import build_wheel
 from dapo_ops.stack.lock import parse_lock as product_parse_lock
 from filter_plugins.dapo_ops import lock_constraints
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from dapo_ops.audit.collect import HostRaw, write_bundle
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim import hwmodel
-from dapo_ops.sim.artifacts import ASSETS, catalog_package
+from dapo_sim import hwmodel
+from dapo_sim.artifacts import ASSETS, catalog_package
 from dapo_ops.stackcheck import pinned_python_packages
 
 HERE = Path(__file__).parent

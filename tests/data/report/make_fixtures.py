@@ -151,7 +151,7 @@ def jsonl() -> str:
 
 
 def dry_mode() -> str:
-    """dapo-ops' sim stand-in (dapo_ops/sim/standin_dapo.py) without training time: step 0 alone, no perf metrics."""
+    """dapo-ops' sim stand-in (dapo_sim/standin_dapo.py) without training time: step 0 alone, no perf metrics."""
     return ray("step:0 - dapo_ops/dry_mode:1 - dapo_ops/model_layers:48 - dapo_ops/nnodes:2 - "
                "dapo_ops/n_gpus_per_node:16")
 

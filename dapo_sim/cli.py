@@ -1,4 +1,5 @@
-"""`dapo-ops sim`: the simulated fleet's command group, kept out of the product's command modules."""
+"""`dapo-sim`: the simulated fleet's command, beside the product (it may import dapo_ops; dapo_ops never imports
+it). Errors map to exit codes as `dapo-ops`'s do (dapo_ops.cli.run)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from dapo_ops import __version__
+from dapo_ops.cli import run
 from dapo_ops.cli.options import job_file_argument, json_option
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import DapoError
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dapo-sim")
 def sim() -> None:
     """The simulated Ascend fleet (network namespaces + sshd + emulated npu-smi/hccn_tool/installers)."""
 
@@ -22,12 +26,12 @@ def sim() -> None:
 @click.option("--npus-per-node", type=int, default=16, show_default=True,
               help="NPUs on each node: 8 models an Atlas 800T A2, 16 an Atlas 200T A2 Box16.")
 @click.option("--fault", "faults", multiple=True, metavar="SPEC",
-              help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-ops sim faults`).")
+              help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-sim faults`).")
 @click.option("--provisioned", is_flag=True, help="Start every node with the pinned HDK and CANN installed.")
 @json_option
 def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, as_json: bool) -> None:
     """Bring the simulated fleet up (idempotent)."""
-    from dapo_ops.sim.fleet import FleetSpec, SimFleet
+    from dapo_sim.fleet import FleetSpec, SimFleet
 
     out = Output(as_json)
     spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned)
@@ -45,7 +49,7 @@ def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned:
 @json_option
 def sim_status(as_json: bool) -> None:
     """Show the simulated fleet; exit 1 when it is not (fully) up."""
-    from dapo_ops.sim.fleet import SimFleet
+    from dapo_sim.fleet import SimFleet
 
     out = Output(as_json)
     status = SimFleet().status()
@@ -61,7 +65,7 @@ def sim_status(as_json: bool) -> None:
 @json_option
 def sim_down(as_json: bool) -> None:
     """Tear the simulated fleet down: every namespace, process and link that `sim up` recorded making."""
-    from dapo_ops.sim.fleet import SimFleet
+    from dapo_sim.fleet import SimFleet
 
     out = Output(as_json)
     removed = SimFleet().down()
@@ -77,8 +81,8 @@ def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
     """Put a job's model (config.json, a small real tokenizer) and DAPO-shaped parquet data under /data on the
     simulated nodes."""
     from dapo_ops.job.spec import load_spec
-    from dapo_ops.sim.fleet import SimFleet
-    from dapo_ops.sim.stage import job_files
+    from dapo_sim.fleet import SimFleet
+    from dapo_sim.stage import job_files
 
     files = job_files(load_spec(job_file))
     staged = SimFleet().stage(files, tuple(skip))
@@ -88,7 +92,7 @@ def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
 @sim.command("faults")
 def sim_faults() -> None:
     """List the fault knobs."""
-    from dapo_ops.sim.hwmodel import NODE_KNOBS, NPU_KNOBS
+    from dapo_sim.hwmodel import NODE_KNOBS, NPU_KNOBS
 
     table = Table(title="fault knobs: --fault NODE[.npuK]:KNOB[=VALUE]")
     for column in ("scope", "knob", "meaning"):
@@ -103,7 +107,7 @@ def _print_status(out: Output, status: dict) -> None:
     if not status.get("nodes"):
         out.info("no simulated fleet is up")
         return
-    from dapo_ops.sim.hwmodel import product_name
+    from dapo_sim.hwmodel import product_name
 
     npus = (status.get("spec") or {}).get("npus_per_node")
     kind = f"{npus} NPU per node ({product_name(npus)}), " if npus else ""
@@ -114,3 +118,7 @@ def _print_status(out: Output, status: dict) -> None:
         ok = "[green]up[/green]" if node["sshd"] else "[red]down[/red]"
         table.add_row(node["name"], node["ip"], f"{node.get('data_nic')} {node.get('data_ip')}", node["netns"], ok)
     out.console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(sim, "dapo-sim", argv)

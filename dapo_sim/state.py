@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from dapo_ops.sim.netns import BRIDGE
+from dapo_sim.netns import BRIDGE
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 
-from dapo_ops.sim import netns
-from dapo_ops.sim.netns import BRIDGE, DATA_BRIDGE
-from dapo_ops.sim.proc import boot_id, boot_time, kill_if_ours, start_time, wait_gone
-from dapo_ops.sim.state import FleetState, Resource
+from dapo_sim import netns
+from dapo_sim.netns import BRIDGE, DATA_BRIDGE
+from dapo_sim.proc import boot_id, boot_time, kill_if_ours, start_time, wait_gone
+from dapo_sim.state import FleetState, Resource
 
 # an older fleet.json (no ledger) has no start times: its processes are known by these, as before the ledger
 SSHD_MARKER = "dapo_sshd_config"
-MIRROR_MARKER = "dapo_ops.sim.mirror"
+MIRROR_MARKER = "dapo_sim.mirror"
 
 
 class Recorder:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim import artifacts, conda_channel, repos, wheels
-from dapo_ops.sim.proc import port_open
+from dapo_sim import artifacts, conda_channel, repos, wheels
+from dapo_sim.proc import port_open
 
 
 @dataclass(frozen=True)
@@ -142,9 +142,9 @@ def start(root: Path, bind: str, port: int, log_file: Path, record: Callable[...
     once the port answers."""
     log = open(log_file, "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dapo_ops.sim.mirror", "--root", str(root), "--bind", bind, "--port", str(port)],
+        [sys.executable, "-m", "dapo_sim.mirror", "--root", str(root), "--bind", bind, "--port", str(port)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
     log.close()
     record("process", "mirror", proc.pid)
     deadline = time.monotonic() + 10

@@ -6,7 +6,7 @@ import pytest
 
 from dapo_ops.ascend import hccn_tool
 from dapo_ops.errors import UsageError
-from dapo_ops.sim import hwmodel
+from dapo_sim import hwmodel
 
 from .test_hwmodel_and_emulator import Node, model
 

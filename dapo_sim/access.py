@@ -7,13 +7,13 @@ from pathlib import Path
 import yaml
 
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim import mirror, node, repos
-from dapo_ops.sim.wheels import STANDIN_PACKAGES
-from dapo_ops.sim.netns import BRIDGE_IP, DATA_NIC
-from dapo_ops.sim.proc import run
-from dapo_ops.sim.state import NodeState
+from dapo_sim import mirror, node, repos
+from dapo_sim.wheels import STANDIN_PACKAGES
+from dapo_sim.netns import BRIDGE_IP, DATA_NIC
+from dapo_sim.proc import run
+from dapo_sim.state import NodeState
 
-INVENTORY_HEADER = ("# Written by `dapo-ops sim up` for the simulated fleet; rewritten on every `sim up`.\n"
+INVENTORY_HEADER = ("# Written by `dapo-sim up` for the simulated fleet; rewritten on every `sim up`.\n"
                     "# Do not edit: change the simulator's options instead.\n")
 
 

@@ -1,5 +1,5 @@
 """The staged model's weights (pure): a sharded safetensors checkpoint in the layout a Hugging Face model directory
-has, small, for `dapo-ops sim stage` (dapo_ops/sim/stage.py)."""
+has, small, for `dapo-sim stage` (dapo_sim/stage.py)."""
 
 from __future__ import annotations
 

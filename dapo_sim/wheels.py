@@ -288,7 +288,7 @@ def render_sim_lock(lock_text: str, source: str, standins: list[Path]) -> str:
         if identity:
             standin_hashes.setdefault(identity[0], {})[identity[1]] = sha256_of(path)
     lines = [f"# The simulated fleet's lock: {source} with the stand-in wheels' hashes for",
-             f"# {', '.join(STANDIN_PACKAGES)} (written by `dapo-ops sim up`; do not edit).", ""]
+             f"# {', '.join(STANDIN_PACKAGES)} (written by `dapo-sim up`; do not edit).", ""]
     for package in sorted(packages.values(), key=lambda p: p.name):
         hashes = list(package.hashes)
         if package.name in STANDIN_PACKAGES:

@@ -1,4 +1,4 @@
-"""`dapo-ops sim up|status|down`: bring a simulated Ascend fleet on one Linux machine up and down, in order.
+"""`dapo-sim up|status|down`: bring a simulated Ascend fleet on one Linux machine up and down, in order.
 
 The steps live in their own modules: mirror (the artifact mirror), netns (bridges and each node's namespace),
 node (a node's disk and its sshd PID 1), access (SSH files and inventory), preinstall (an installed HDK/CANN).
@@ -19,12 +19,12 @@ from pathlib import Path
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import SIM_INVENTORY_DIR
-from dapo_ops.sim import access, hwmodel, ledger, mirror, netns, node
-from dapo_ops.sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
-from dapo_ops.sim.node import exec_in
-from dapo_ops.sim.preinstall import preinstall
-from dapo_ops.sim.proc import alive, boot_id, port_open
-from dapo_ops.sim.state import FleetSpec, FleetState, NodeState
+from dapo_sim import access, hwmodel, ledger, mirror, netns, node
+from dapo_sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
+from dapo_sim.node import exec_in
+from dapo_sim.preinstall import preinstall
+from dapo_sim.proc import alive, boot_id, port_open
+from dapo_sim.state import FleetSpec, FleetState, NodeState
 
 # Imported from here by the CLI, the tests and the benchmarks.
 __all__ = ["BRIDGE", "DATA_NIC", "DATA_SUBNET", "NETNS_PREFIX", "FleetSpec", "FleetState", "NodeState", "SimFleet",
@@ -223,11 +223,11 @@ class SimFleet:
 
     def stage(self, files: dict[str, bytes], skip: tuple[str, ...] = ()) -> list[str]:
         """Write job files (absolute /data paths) into every node's own /data but the `skip` ones."""
-        from dapo_ops.sim.stage import node_path
+        from dapo_sim.stage import node_path
 
         state = self.load_state()
         if state is None:
-            raise SimError("no simulated fleet is up (dapo-ops sim up)")
+            raise SimError("no simulated fleet is up (dapo-sim up)")
         unknown = sorted(set(skip) - {n.name for n in state.nodes})
         if unknown:
             raise UsageError(f"--skip {', '.join(unknown)}: not a node of this fleet")

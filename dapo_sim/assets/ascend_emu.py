@@ -265,7 +265,7 @@ def write_hccn_conf(hw):
 
 # The RoCE fabric between the simulated nodes: every node publishes its NPU ports (address, netmask, gateway,
 # link, the roce fault knob) as FABRIC_DIR/<hostname>.json, a directory the fleet shares with all its nodes.
-# `sim up` writes each node's first entry (dapo_ops.sim.hwmodel.fabric_entry, which this mirrors); a node
+# `sim up` writes each node's first entry (dapo_sim.hwmodel.fabric_entry, which this mirrors); a node
 # rewrites its own entry whenever its hccn settings change, and -ping reads the others' entries.
 
 

@@ -10,8 +10,8 @@ import pytest
 from dapo_ops.ascend import hccn_tool, npu_smi, npu_smi_board
 from dapo_ops.errors import UsageError
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim import hwmodel
-from dapo_ops.sim.artifacts import ASSETS
+from dapo_sim import hwmodel
+from dapo_sim.artifacts import ASSETS
 
 EMU = ASSETS / "ascend_emu.py"
 

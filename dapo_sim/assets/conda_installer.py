@@ -10,7 +10,7 @@
 # info/repodata_record.json). The base environment's own records are PREFIX/conda-meta/<dist>.json, with the package
 # file's sha256 and md5 as conda records every installed package (conda 24.7.1 conda/models/records.py
 # PrefixRecord). The stand-in ships no package files: its digests are those of the file's name (package_digests),
-# the same function the simulated channel (dapo_ops/sim/conda_channel.py) uses, so a faithful mirror agrees.
+# the same function the simulated channel (dapo_sim/conda_channel.py) uses, so a faithful mirror agrees.
 import hashlib
 import json
 import os

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from dapo_ops.errors import SimError
-from dapo_ops.sim import ledger, netns, node, proc
-from dapo_ops.sim.state import FleetState, NodeState, Resource
+from dapo_sim import ledger, netns, node, proc
+from dapo_sim.state import FleetState, NodeState, Resource
 
 
 def node_state(index, **pids):
@@ -37,7 +37,7 @@ def test_a_fleet_json_from_before_the_ledger_yields_only_what_it_shows_was_made(
     assert state.ledger is None
     made = {(r.kind, r.name, r.pid, r.marker) for r in ledger.resources(state)}
     assert made == {("bridge", "dapobr0", None, ""), ("bridge", "dapobr1", None, ""),
-                    ("process", "mirror", 50, "dapo_ops.sim.mirror"), ("netns", "dapo-node1", None, ""),
+                    ("process", "mirror", 50, "dapo_sim.mirror"), ("netns", "dapo-node1", None, ""),
                     ("link", "dapo1h", None, ""), ("link", "dapo1d", None, ""),
                     ("process", "node1/unshare", 100, "/state/nodes/node1"),
                     ("process", "node1/pid1", 101, "dapo_sshd_config")}
@@ -153,7 +153,7 @@ def test_up_and_down_refuse_a_state_dir_they_could_wreck(monkeypatch, state_dir,
     """Issue 26 (low): `down` deletes fixed subdirectories of the state dir, `up` writes into it: neither accepts /,
     a top-level directory, or a place the nodes overlay."""
     from dapo_ops.errors import UsageError
-    from dapo_ops.sim.fleet import SimFleet
+    from dapo_sim.fleet import SimFleet
 
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     fleet = SimFleet(state_dir=state_dir)

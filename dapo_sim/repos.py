@@ -17,10 +17,10 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim.standin_dapo import DAPO_TRAINER_YAML, MAIN_DAPO
-from dapo_ops.sim.standin_sources import (VERL_INIT, VERL_SETUP, VLLM_ASCEND_CAMEM, VLLM_ASCEND_INIT, VLLM_ASCEND_SETUP,
+from dapo_sim.standin_dapo import DAPO_TRAINER_YAML, MAIN_DAPO
+from dapo_sim.standin_sources import (VERL_INIT, VERL_SETUP, VLLM_ASCEND_CAMEM, VLLM_ASCEND_INIT, VLLM_ASCEND_SETUP,
                                          VLLM_ASCEND_WORKER, VLLM_SETUP)
-from dapo_ops.sim.wheels import VLLM_ASCEND_C, VLLM_INIT
+from dapo_sim.wheels import VLLM_ASCEND_C, VLLM_INIT
 
 PYPROJECT = """[build-system]
 requires = {requires}
@@ -31,8 +31,8 @@ build-backend = "setuptools.build_meta"
 STANDIN_SOURCES = ("vllm", "vllm-ascend", "verl")
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "dapo-ops sim", "GIT_AUTHOR_EMAIL": "sim@dapo-ops.invalid",
-    "GIT_COMMITTER_NAME": "dapo-ops sim", "GIT_COMMITTER_EMAIL": "sim@dapo-ops.invalid",
+    "GIT_AUTHOR_NAME": "dapo-sim", "GIT_AUTHOR_EMAIL": "sim@dapo-ops.invalid",
+    "GIT_COMMITTER_NAME": "dapo-sim", "GIT_COMMITTER_EMAIL": "sim@dapo-ops.invalid",
     "GIT_AUTHOR_DATE": "2025-11-10T00:00:00+00:00", "GIT_COMMITTER_DATE": "2025-11-10T00:00:00+00:00",
 }
 

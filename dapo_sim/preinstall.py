@@ -14,8 +14,8 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim import artifacts, hwmodel, mirror, node
-from dapo_ops.sim.state import FleetSpec, NodeState
+from dapo_sim import artifacts, hwmodel, mirror, node
+from dapo_sim.state import FleetSpec, NodeState
 
 TOOLKIT_ENV = {"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest"}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.manifest import load_manifest
-from dapo_ops.sim import artifacts, conda_channel, wheels
+from dapo_sim import artifacts, conda_channel, wheels
 from filter_plugins.dapo_ops import unsatisfied
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,7 +258,7 @@ def test_torch_standin_requires_what_the_real_wheel_requires(manifest, tmp_path)
 
 
 def test_standin_repositories_carry_the_recorded_upstream_requirements(manifest, tmp_path):
-    from dapo_ops.sim import repos
+    from dapo_sim import repos
 
     verl_wheel = tmp_path / "verl.whl"
     with zipfile.ZipFile(verl_wheel, "w") as zf:

@@ -22,10 +22,10 @@ import jinja2
 
 from dapo_ops.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_ops.sim import artifacts, hwmodel
-from dapo_ops.sim.netns import BRIDGE_IP, node_ip
-from dapo_ops.sim.proc import alive, children, port_open, run
-from dapo_ops.sim.state import NodeState
+from dapo_sim import artifacts, hwmodel
+from dapo_sim.netns import BRIDGE_IP, node_ip
+from dapo_sim.proc import alive, children, port_open, run
+from dapo_sim.state import NodeState
 
 OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
 # /var/lib too, mounted last: the binds from the state dir (which lives under /var/lib) are made before it

@@ -1,4 +1,4 @@
-"""`dapo-ops sim stage`: which files a job needs on a node (the model's config.json and tokenizer, the data as verl's
+"""`dapo-sim stage`: which files a job needs on a node (the model's config.json and tokenizer, the data as verl's
 DAPO data is), and where they land in a node's private /data."""
 
 import dataclasses
@@ -14,8 +14,8 @@ import tokenizers
 from dapo_ops.errors import UsageError
 from dapo_ops.job.spec import load_spec
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_ops.sim.hwmodel import product_name
-from dapo_ops.sim.stage import (CHAT_TEMPLATE, OVERLONG_ROWS, TRAIN_ROWS, VAL_ROWS, job_files, node_path,
+from dapo_sim.hwmodel import product_name
+from dapo_sim.stage import (CHAT_TEMPLATE, OVERLONG_ROWS, TRAIN_ROWS, VAL_ROWS, job_files, node_path,
                                 staged_data)
 
 SPEC = load_spec(PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml")
@@ -165,7 +165,7 @@ def test_products_by_npu_count():
 
 
 def test_the_dry_mode_entry_point_reads_the_data_with_the_real_libraries():
-    from dapo_ops.sim.standin_dapo import MAIN_DAPO
+    from dapo_sim.standin_dapo import MAIN_DAPO
 
     compile(MAIN_DAPO, "main_dapo.py", "exec")
     for call in ('AutoTokenizer.from_pretrained(name_or_path', 'datasets.load_dataset("parquet", data_files=',

@@ -13,10 +13,10 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 from dapo_ops.errors import SimError
-from dapo_ops.sim.proc import failure, run
+from dapo_sim.proc import failure, run
 
 if TYPE_CHECKING:  # only for annotations: state imports BRIDGE from here
-    from dapo_ops.sim.state import NodeState
+    from dapo_sim.state import NodeState
 
 Record = Callable[[str, str], None]  # record(kind, name): see state.Resource
 

@@ -1,4 +1,4 @@
-"""`dapo-ops sim stage JOB`: a job's model and data files, small, on the simulated nodes.
+"""`dapo-sim stage JOB`: a job's model and data files, small, on the simulated nodes.
 
 On a real cluster the model and the parquet files are copied to every node (or a shared filesystem) before a
 launch; the rehearsal checks that each rank's node has them. The simulated nodes start with an empty /data, so this
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from dapo_ops.errors import UsageError
-from dapo_ops.sim.checkpoint import weight_files
+from dapo_sim.checkpoint import weight_files
 from dapo_ops.job.spec import JobSpec
 
 TRAIN_ROWS = 320          # rows over all training files
@@ -165,7 +165,7 @@ def _tokenizers():
     try:
         import tokenizers
     except ImportError as exc:
-        raise UsageError(f"dapo-ops sim stage builds the model's tokenizer with the `tokenizers` library ({exc}): "
+        raise UsageError(f"dapo-sim stage builds the model's tokenizer with the `tokenizers` library ({exc}): "
                          "pip install -e '.[test]'") from None
     return tokenizers
 
@@ -241,7 +241,7 @@ def _pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError as exc:
-        raise UsageError(f"dapo-ops sim stage writes the job's parquet files with pyarrow ({exc}): "
+        raise UsageError(f"dapo-sim stage writes the job's parquet files with pyarrow ({exc}): "
                          "pip install -e '.[test]'") from None
     return pyarrow
 

@@ -1,9 +1,9 @@
 """The simulated fleet's stand-in for verl's DAPO entry point (recipe/dapo/main_dapo.py), served in the sim's verl
-repository (sim/repos.py)."""
+repository (dapo_sim/repos.py)."""
 
-from pathlib import Path
+from dapo_ops.job.validate import PROJECT_RECIPE
 
-DAPO_TRAINER_YAML = (Path(__file__).resolve().parents[1] / "job" / "recipe" / "dapo_trainer.yaml").read_text()
+DAPO_TRAINER_YAML = (PROJECT_RECIPE / "dapo_trainer.yaml").read_text()
 
 MAIN_DAPO = '''"""DAPO entry point stand-in (dapo-ops simulated fleet), shaped like verl v0.7.0 recipe/dapo/main_dapo.py.
 
