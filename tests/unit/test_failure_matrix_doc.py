@@ -1,4 +1,5 @@
-"""The README's failure matrix (issue 14): every row F1-F20 is there, and every test it names exists."""
+"""The failure matrix (docs/failure-matrix.md, moved out of the README; issue 14): every row F1-F20 is there, and
+every test it names exists."""
 
 import re
 from pathlib import Path
@@ -7,7 +8,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def matrix_rows() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "failure-matrix.md").read_text()
     return {m.group(1): m.group(0) for m in re.finditer(r"^\| (F\d+) \|.*$", text, re.MULTILINE)}
 
 
