@@ -10,7 +10,8 @@ The formats, and where each is documented:
 - Ray's own logs (raylet.out, gcs_server.out, python-core-*.log): `[YYYY-MM-DD hh:mm:ss,mmm L pid tid] (component)
   file.cc:N: text`; worker output forwarded to the driver: `(Actor pid=N, ip=A) text`, often with ANSI colours
   and `[repeated Nx across cluster]` (ray-project/ray doc/source/ray-core/scheduling/ray-oom-prevention.rst shows
-  both; /work/shared/reference/verl.md section 5 for verl's `(TaskRunner pid=N)` console lines).
+  both; verl's console lines come from its TaskRunner actor, hence `(TaskRunner pid=N)`: verl v0.7.0
+  verl/trainer/main_ppo.py TaskRunner).
 - Python logging in driver logs: `YYYY-MM-DD hh:mm:ss,mmm LEVEL file.py:N -- text`.
 - dmesg: `[  secs.usec] text` relative to boot (needs the node's boot time), `dmesg -T` `[Tue Dec  1 17:00:00 2026]`,
   or `dmesg --time-format iso` `2026-12-01T17:00:00,123456+00:00`.
