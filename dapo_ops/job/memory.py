@@ -40,7 +40,7 @@ HOST_KEYS = ("host_mem_gib", "host_actor_params_gib", "host_actor_optimizer_gib"
 
 
 def hbm_estimate(spec: JobSpec, hbm_mb: int) -> dict[str, float]:
-    """Peak HBM per NPU in GiB for each phase (the formulas in docs/jobs.md, "The memory estimate"), and vLLM's KV cache."""
+    """Peak HBM per NPU in GiB for each phase (docs/jobs.md, the memory estimate), and vLLM's KV cache."""
     m, act, r, d = spec.model.architecture, spec.actor, spec.rollout, spec.data
     world = world_size(spec)
     params = m.parameters_b * 1e9
