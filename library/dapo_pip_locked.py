@@ -130,7 +130,7 @@ def normalize(name):
 def parse_lock(text):
     """name -> {version, line, hashes} for each `name==version ... --hash=...` entry (the pip requirements-file form).
 
-    The module runs on the node, where dapo_ops is not installed; tests/unit/test_pip_locked.py checks that this
+    The module runs on the node, where dapo_ops is not installed; tests/local/test_pip_locked.py checks that this
     reads the real lock exactly as dapo_ops.stack.lock.parse_lock (the controller's strict parser) does."""
     entries, buf = {}, []
     for raw in text.splitlines() + [""]:

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from dapo_ops.job.override_hints import override_hint
 from dapo_ops.job.composed import Folded, fold, read
+from dapo_ops.job.memo import Memo, fingerprint
 from dapo_ops.job.memory import (HBM_KEYS, HOST_KEYS, hbm_estimate, hbm_problems, host_memory_estimate, safe)
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
@@ -31,6 +32,9 @@ class ConfigSources:
     trainer_config: Path      # verl/trainer/config (ppo_trainer.yaml and its groups)
     recipe_config: Path       # the directory holding dapo_trainer.yaml
     described: str            # where they came from, for messages
+
+
+COMPOSED = Memo()
 
 
 @dataclass
@@ -94,6 +98,15 @@ def _leaf_keys(node, prefix: str = "") -> list[str]:
 
 def compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
     """Compose dapo_trainer with the overrides; an unknown or misspelled key raises SpecError naming it."""
+    for item in job_overrides:
+        if item.startswith("+") and not item.startswith(PLUS_ALLOWED) or item.startswith("++"):
+            raise SpecError(f"override {item.split('=')[0]!r} adds a key verl does not have; only "
+                            f"{', '.join(p + '*' for p in PLUS_ALLOWED)} may be added")
+    key = (fingerprint(sources.recipe_config, sources.trainer_config), tuple(job_overrides))
+    return COMPOSED.get(key, lambda: _compose(sources, job_overrides))
+
+
+def _compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -101,10 +114,6 @@ def compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    for item in job_overrides:
-        if item.startswith("+") and not item.startswith(PLUS_ALLOWED) or item.startswith("++"):
-            raise SpecError(f"override {item.split('=')[0]!r} adds a key verl does not have; only "
-                            f"{', '.join(p + '*' for p in PLUS_ALLOWED)} may be added")
     search = f"hydra.searchpath=[file://{sources.trainer_config}]"
     GlobalHydra.instance().clear()
     try:
@@ -112,14 +121,19 @@ def compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
             try:
                 cfg = hydra_compose(config_name="dapo_trainer", overrides=[*job_overrides, search])
             except (HydraException, OmegaConfBaseException) as exc:
-                base = hydra_compose(config_name="dapo_trainer", overrides=[search])
-                raise SpecError(_explain(str(exc), OmegaConf.to_container(base, resolve=False))) from None
-            try:
-                return OmegaConf.to_container(cfg, resolve=True)
-            except OmegaConfBaseException as exc:
-                raise SpecError(f"verl's configuration does not resolve: {str(exc).splitlines()[0]}") from None
+                failure = str(exc)
+            else:
+                try:
+                    return OmegaConf.to_container(cfg, resolve=True)
+                except OmegaConfBaseException as exc:
+                    raise SpecError(f"verl's configuration does not resolve: {str(exc).splitlines()[0]}") from None
     finally:
         GlobalHydra.instance().clear()
+    try:
+        base = compose(sources, []) if job_overrides else {}  # the keys a misspelled one is matched against
+    except SpecError:
+        base = {}
+    raise SpecError(_explain(failure, base))
 
 
 def _explain(message: str, base: dict) -> str:

@@ -33,7 +33,7 @@ def test_every_test_the_matrix_names_exists():
     checked = 0
     for number, row in matrix_rows().items():
         for file, name in named_tests(row):
-            folder = next(f for f in ("unit", "sim", "integration") if (ROOT / "tests" / f / file).exists())
+            folder = next(f for f in ("unit", "local", "sim", "integration") if (ROOT / "tests" / f / file).exists())
             source = (ROOT / "tests" / folder / file).read_text()
             pattern = rf"^def {re.escape(name.rstrip('…'))}" + (r"\w*\(" if name.endswith("…") else r"\(")
             assert re.search(pattern, source, re.MULTILINE), f"{number}: {file}::{name}"
