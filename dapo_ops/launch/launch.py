@@ -26,6 +26,7 @@ from dapo_ops.launch import cluster, locks, rehearsal
 from dapo_ops.launch.node_checks import check_host_memory, check_ray_ports, verify_host_keys
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
 from dapo_ops.launch.steps import Steps
+from dapo_ops.launch import teardown
 from dapo_ops.launch.teardown import sweep_dead_runs
 from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
 from dapo_ops.manifest import StackManifest
@@ -187,12 +188,9 @@ class _Launch:
 
     def tear_down_rehearsal(self) -> None:
         with self.steps.step("tear down (--rehearse-only)"):
-            errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=self.timeouts["stop"]).items()
-                      if e}
-            locks.release(cluster.stopped(self.hosts, errors), self.record.run_id)
+            errors = teardown.tear_down(self.hosts, self.record.run_id, self.record.node_dir, self.timeouts["stop"])
             if errors:
-                raise cluster.LaunchError("the rehearsal passed but Ray could not be stopped on: " +
-                                          "; ".join(errors.values()))
+                raise cluster.LaunchError("the rehearsal passed, but " + teardown.left_on(errors, self.record.run_id))
 
     def submit(self) -> None:
         record = self.record
@@ -209,18 +207,11 @@ class _Launch:
             with failing_as(record):  # first: a second Ctrl-C during the teardown still leaves a true record
                 yield
         except BaseException as exc:
-            errors: dict[str, str | None] = {}
-            try:
-                with self.steps.step("tear down after the failure"):
-                    errors = {h: e for h, e in cluster.ray_stop(self.hosts, self.ray, timeout=30,
-                                                                starters_of=record.node_dir).items() if e}
-                    for error in errors.values():
-                        self.steps.note(f"{error}: it stays locked and fenced")
-            finally:  # where Ray survived, the lock, token and table stay until `dapo-ops stop` gets it down
-                locks.release(cluster.stopped(self.hosts, errors), record.run_id)
+            with self.steps.step("tear down after the failure"):
+                errors = teardown.tear_down(self.hosts, record.run_id, record.node_dir, self.timeouts["stop"],
+                                            note=self.steps.note)
             if errors:
-                record.mark("failed", f"{record.reason} (Ray and the run lock left on: " + "; ".join(errors.values()) + "; "
-                            f"`dapo-ops stop {record.run_id}` retries)")
+                record.mark("failed", f"{record.reason} ({teardown.left_on(errors, record.run_id)})")
             if isinstance(exc, KeyboardInterrupt):
                 raise DapoError("launch interrupted; what was started has been torn down" + (
                     f", but for Ray on {', '.join(sorted(errors))} (`dapo-ops stop {record.run_id}` retries)"

@@ -18,7 +18,7 @@ from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.job.render import RAY_RUNNING
-from dapo_ops.launch.teardown import leave_command
+from dapo_ops.launch.leftovers import leave_command
 
 LOCK_FILE = "/var/lib/dapo-ops/cluster.lock"
 _HELD = 3          # the lock script's exit code when another run holds the lock
@@ -143,7 +143,7 @@ def acquire(hosts: list[HostSpec], run_id: str, bring_up_limit: float | None = N
 
 def release(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> None:
     """Let go of the nodes once Ray is stopped: the run's secret file and firewall table go
-    (teardown.leave_command), then its lock, from every node where this run holds it (never another run's)."""
+    (leftovers.leave_command), then its lock, from every node where this run holds it (never another run's)."""
     command = f"{leave_command(run_id)}; {_owned_by(run_id)} && rm -f {LOCK_FILE}; true"
     fan_out(hosts, lambda host: run_on(host, command, timeout=timeout), deadline=time.monotonic() + timeout + 5)
 

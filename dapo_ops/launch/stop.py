@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.inventory import Inventory
-from dapo_ops.launch import cluster, locks
+from dapo_ops.launch import cluster, teardown
 from dapo_ops.launch.records import RunRecord
 from dapo_ops.layout import node_layout
 
@@ -24,14 +24,10 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
-    errors = {h: e for h, e in cluster.ray_stop(hosts, ray, starters_of=record.node_dir).items() if e}
-    locks.release(cluster.stopped(hosts, errors), record.run_id)
+    errors = teardown.tear_down(hosts, record.run_id, record.node_dir, teardown.stop_timeout(hosts))
     if errors:  # those nodes keep the lock, the token and the firewall table: a later stop finishes the job
-        left = ", ".join(sorted(errors))
-        record.mark(record.state, f"Ray not stopped on {left}, which keep the run's lock, token and firewall "
-                                  f"table: {'; '.join(errors.values())}")
-        raise DapoError(f"Ray is still up on {left}, which stay locked and fenced: "
-                        f"{'; '.join(errors[n] for n in sorted(errors))}; `dapo-ops stop {record.run_id}` retries")
+        record.mark(record.state, teardown.left_on(errors, record.run_id))
+        raise DapoError(teardown.left_on(errors, record.run_id))
     if record.state not in ("failed", "rehearsed"):
         record.mark("stopped")
     return record

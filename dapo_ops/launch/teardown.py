@@ -1,52 +1,21 @@
-"""Taking Ray down on a run's nodes over SSH, and what a run leaves behind once Ray is down (cluster.py re-exports
-these for its callers)."""
+"""Taking a run down on its nodes over SSH, the one way every path does it (a failed launch, the rehearsal's end,
+a lost node, `dapo-ops stop`): stop Ray, and a start still in flight, then release the run's lock, token and fence
+where Ray stopped. Where Ray survived they stay, the node is named, and a later `dapo-ops stop` finishes the job.
+cluster.py re-exports ray_stop and the leftovers' commands for its callers."""
 
 from __future__ import annotations
 
 import shlex
 
+from typing import Callable
+
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
-from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME
-from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RAY_TOKEN_NAME, RUNS_ROOT, firewall_table, node_dir
-from dapo_ops.job.secrets import SECRET_FILES
-
-# A run's private files on a node (the job's secrets, the Ray token, the TLS key and certificates; secrets.env: runs
-# launched before the secret files), which nothing may keep once the run is over.
-JOB_SECRET_NAMES = (*SECRET_FILES, "secrets.env")
-PRIVATE_NAMES = (*JOB_SECRET_NAMES, RAY_TOKEN_NAME, CA_NAME, CERT_NAME, KEY_NAME)
-
-
-def leave_command(run_id: str) -> str:
-    """What a run leaves on a node that must not outlive it, removed: its Ray token, its TLS key and certificates,
-    its netrc file (and the secrets.env of runs launched before it) and its firewall table. Run once Ray is
-    stopped; never fails."""
-    files = " ".join(shlex.quote(f"{node_dir(run_id)}/{name}") for name in PRIVATE_NAMES)
-    table = shlex.quote(firewall_table(run_id))
-    return (f"rm -f -- {files}; if command -v nft >/dev/null; then nft delete table inet {table} 2>/dev/null; fi; "
-            "true")
-
-
-def sweep_dead_runs(run_id: str) -> str:
-    """Shell: the private files of every run directory on the node but `run_id`'s, removed. Run on the nodes this
-    launch has locked, where any other run is a dead one (a crash, a reboot, a stop that never came)."""
-    names = " ".join(shlex.quote(n) for n in PRIVATE_NAMES)
-    own = shlex.quote(f"{RUNS_ROOT}/{run_id}")
-    # a symbolic link among them is skipped: it could lead to this run's own directory or out of RUNS_ROOT
-    return (f"for d in {shlex.quote(RUNS_ROOT)}/*/; do [ -d \"$d\" ] && [ ! -L \"${{d%/}}\" ] && "
-            f"[ \"${{d%/}}\" != {own} ] || continue; "
-            f"for n in {names}; do rm -f -- \"$d$n\"; done; done")
-
-
-def forget_job_secrets(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> dict[str, str | None]:
-    """A run whose job has ended: its secret files (the job's API keys) removed from every node; host -> error. The
-    Ray token stays while Ray does (`dapo-ops logs` and `stop` use it)."""
-    files = " ".join(shlex.quote(f"{node_dir(run_id)}/{name}") for name in JOB_SECRET_NAMES)
-
-    def forget(host: HostSpec) -> str | None:
-        result = run_on(host, f"rm -f -- {files}", timeout=timeout)
-        return result.error if result.failure is not None else None
-    return fan_out(hosts, forget).results
-
+from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING
+from dapo_ops.launch import locks
+from dapo_ops.launch.leftovers import (DROP_RUN_TABLES, JOB_SECRET_NAMES, PRIVATE_NAMES,  # noqa: F401
+                                       forget_job_secrets, leave_command, sweep_dead_runs)
+from dapo_ops.launch.timeouts import INVENTORY_VAR, step_timeouts
+from dapo_ops.layout import node_layout
 
 def _unmatchable_by_itself(text: str) -> str:
     """A `pgrep -f` pattern for `text` that does not match the command line carrying it (its first letter in
@@ -55,12 +24,6 @@ def _unmatchable_by_itself(text: str) -> str:
         return "".join(f"\\{c}" if c in ".[]()*+?{}|^$\\" else c for c in part)
     index = next(i for i, c in enumerate(text) if c.isalpha())
     return ere(text[:index]) + f"[{text[index]}]" + ere(text[index + 1:])
-
-
-# Every run table on the node (`dapo_ops_*`), deleted: on nodes this launch has locked, any is a dead run's, and
-# its peer set could keep this run's nodes out.
-DROP_RUN_TABLES = ("if command -v nft >/dev/null; then nft list tables inet 2>/dev/null | "
-                   "awk '$3 ~ /^dapo_ops_/ {print $3}' | while read -r t; do nft delete table inet \"$t\"; done; fi")
 
 
 # After the stops: a Ray of root's that is still there fails the call, naming its processes.
@@ -100,3 +63,32 @@ def stopped(hosts: list[HostSpec], errors: dict) -> list[HostSpec]:
     """The hosts of `hosts` with no error from ray_stop: only there may a run's lock, token and table go (on the
     others Ray still runs, and they stay fenced and locked until a later `dapo-ops stop` gets it down)."""
     return [h for h in hosts if not errors.get(h.name)]
+
+
+def stop_timeout(hosts: list[HostSpec]) -> int:
+    """The inventory's `dapo_launch_timeouts.stop` (the head's, as the launch read it), else the default."""
+    return step_timeouts(hosts[0].vars.get(INVENTORY_VAR) if hosts else None)["stop"]
+
+
+def tear_down(hosts: list[HostSpec], run_id: str, run_dir: str, timeout: float,
+              note: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Stop Ray on the run's hosts (its ray-start.sh and `ray start` first), then release the run's lock, token and
+    firewall table on those where it stopped, even when the stop itself was interrupted; host -> why Ray is still
+    up, for the rest."""
+    errors: dict[str, str] = {}
+    try:
+        ray = {h.name: node_layout(h.vars).ray for h in hosts}
+        errors = {h: e for h, e in ray_stop(hosts, ray, timeout=timeout, starters_of=run_dir).items() if e}
+        for error in errors.values():
+            if note:
+                note(f"{error}: it stays locked and fenced")
+    finally:
+        locks.release(stopped(hosts, errors), run_id)
+    return errors
+
+
+def left_on(errors: dict[str, str], run_id: str) -> str:
+    """One message for the nodes a teardown left up."""
+    names = ", ".join(sorted(errors))
+    return (f"Ray is still up on {names}, which keep the run's lock, token and firewall table: "
+            f"{'; '.join(errors[n] for n in sorted(errors))}; `dapo-ops stop {run_id}` retries")

@@ -138,9 +138,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
         except cluster.LaunchError as exc:
             say(f"the job did not stop: {exc}")
     say(f"stopping Ray on {', '.join(h.name for h in rest) or 'no node'}")
-    errors = {h: e for h, e in cluster.ray_stop(rest, {h.name: node_layout(h.vars).ray for h in rest},
-                                                starters_of=record.node_dir).items() if e}
-    locks.release(cluster.stopped(rest, errors), record.run_id)
+    errors = teardown.tear_down(rest, record.run_id, record.node_dir, teardown.stop_timeout(rest or [head]))
     left = sorted(lost) + sorted(errors)
     record.mark("failed", f"{reason} (stopped on the rest; Ray and the lock left on {', '.join(left)}: "
                           f"`dapo-ops stop {record.run_id}` retries)")

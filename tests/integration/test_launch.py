@@ -468,7 +468,8 @@ def test_a_node_cut_off_during_bring_up_fails_the_launch_and_tears_down_the_rest
     failed = json.loads(cli("runs", "--json").stdout)[-1]
     assert failed["state"] == "failed" and "node2" in failed["reason"] and "ray_up" not in failed["timestamps"]
     # node2 was cut off during the teardown: its lock stays (held by the failed run) until `stop` retries
-    assert "Ray and the run lock left on: " in failed["reason"] and "`dapo-ops stop " in failed["reason"]
+    assert "Ray is still up on node2, which keep the run's lock, token and firewall table: " in failed["reason"]
+    assert "`dapo-ops stop " in failed["reason"]
     assert failed["run_id"] in sh(fleet["node2"], "cat /var/lib/dapo-ops/cluster.lock").stdout
     stopped = cli("stop", failed["run_id"])
     assert stopped.returncode == 0, stopped.stderr
@@ -764,7 +765,7 @@ def test_a_node_where_ray_survives_the_stop_stays_locked_and_fenced_until_a_late
     try:
         refused = cli("stop", run_id)
         assert refused.returncode == 1, refused.stderr
-        assert "Ray is still up on node2, which stay locked and fenced" in refused.stderr
+        assert "Ray is still up on node2, which keep the run's lock, token and firewall table" in refused.stderr
         assert "survivor.py" in refused.stderr and f"`dapo-ops stop {run_id}` retries" in refused.stderr
         assert sh(fleet["node2"], left, ok=False).exit_code == 0
         assert sh(fleet["node1"], f"test -e {record.token_file} || nft list table inet {table} || "
