@@ -16,15 +16,16 @@ from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.layout import layout_problems
 from dapo_ops.paths import SIM_INVENTORY_DIR
+from dapo_ops.model.variables import KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT
 
 DEFAULT_GROUP = "npu_nodes"
-NPUS_VAR = "dapo_npus_per_node"
+NPUS_VAR = NPUS_PER_NODE.name
 # inventory variables that were renamed (every inventory-facing knob is dapo_*): old name -> new name
-RENAMED_VARS = {"npus_per_node": NPUS_VAR, "reboot_batch_size": "dapo_reboot_batch_size"}
+RENAMED_VARS = {"npus_per_node": NPUS_VAR, "reboot_batch_size": REBOOT_BATCH_SIZE.name}
 
 
 def host_npus(host: HostSpec) -> int:
-    """The host's `dapo_npus_per_node`, parsed once, with the host and variable named when it is missing or wrong."""
+    """The host's `NPUS_PER_NODE`, parsed once, with the host and variable named when it is missing or wrong."""
     value = host.vars.get(NPUS_VAR)
     if value is None or value == "":
         if RENAMED_VARS["npus_per_node"] == NPUS_VAR and "npus_per_node" in host.vars:
@@ -180,7 +181,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
         if problems:
             raise InventoryError(f"inventory {source}: host {name!r}: {problems[0]}")
         address = v.get("ansible_host", name)
-        known = os.path.expanduser(v.get("dapo_known_hosts") or "~/.ssh/known_hosts")
+        known = os.path.expanduser(v.get(KNOWN_HOSTS.name) or "~/.ssh/known_hosts")
         key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
         try:
             port = int(v.get("ansible_port", v.get("ansible_ssh_port", 22)))
@@ -190,7 +191,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
             name=name, address=str(address), known_hosts=Path(known),
             user=str(v.get("ansible_user", v.get("ansible_ssh_user", "root"))), port=port,
             key_file=Path(os.path.expanduser(key)) if key else None,
-            connect_timeout=float(v.get("dapo_ssh_connect_timeout", 10)), vars=v))
+            connect_timeout=float(v.get(SSH_CONNECT_TIMEOUT.name, 10)), vars=v))
     return Inventory(source, tuple(hosts))
 
 

@@ -11,13 +11,21 @@ from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import RENAMED_VARS, host_npus
 from dapo_ops.launch.rehearsal import backend_for
 from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
+from dapo_ops.model.timeouts import step_timeouts
+from dapo_ops.model.values import ansible_bool
+from dapo_ops.model.variables import (
+    ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK, HCCL_IFNAME,
+    HCCL_IP, LAUNCH_TIMEOUTS, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE, REHEARSAL_BACKEND,
+    RUN_FENCE_NIC)
+from dapo_ops.ray_ports import ray_ports
 
-ARTIFACT_SOURCES = ("dapo_artifact_url", "dapo_artifact_dir")
+ARTIFACT_SOURCES = (ARTIFACT_URL.name, ARTIFACT_DIR.name)
 # every variable the checks read (Ansible hands over only these: templating all hostvars could fail elsewhere)
-CHECKED_VARS = ("ansible_host", "dapo_npus_per_node", *RENAMED_VARS, *ARTIFACT_SOURCES, "dapo_hccl_ifname",
-                "dapo_hccl_ip", "dapo_rehearsal_backend", "dapo_reboot_batch_size", "hccl_network_enabled",
-                "dapo_device_ips", "dapo_device_netmask", "dapo_device_gateway", "dapo_device_netdetect",
-                STANDINS_VARIABLE)
+CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOURCES, HCCL_IFNAME.name,
+                HCCL_IP.name, REHEARSAL_BACKEND.name, REBOOT_BATCH_SIZE.name, "hccl_network_enabled",
+                DEVICE_IPS.name, DEVICE_NETMASK.name, DEVICE_GATEWAY.name, DEVICE_NETDETECT.name,
+                STANDINS_VARIABLE, RAY_PORTS.name, LAUNCH_TIMEOUTS.name, RAY_FIREWALL.name, RUN_FENCE_NIC.name,
+                RAY_TLS.name)
 
 
 def _named_error(check, *args) -> list[str]:
@@ -45,6 +53,15 @@ def _positive_int(hostvars: dict, name: str) -> list[str]:
     return []
 
 
+def _launch_problems(hostvars: dict) -> list[str]:
+    """The launch's own variables: Ray's ports, the step timeouts and the firewall and TLS switches parse."""
+    problems = _named_error(ray_ports, hostvars.get(RAY_PORTS.name))
+    problems += _named_error(step_timeouts, hostvars.get(LAUNCH_TIMEOUTS.name))
+    for switch, default in ((RAY_FIREWALL, True), (RUN_FENCE_NIC, True), (RAY_TLS, False)):
+        problems += _named_error(ansible_bool, hostvars.get(switch.name), switch.name, default)
+    return problems
+
+
 def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[str]:
     """Every problem of one host's variables, each naming the variable; the job commands (provisioning=False) leave
     out what only the playbook reads (the artifact source, the reboot batch size)."""
@@ -55,8 +72,9 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[
         problems += _named_error(host_npus, host)
     problems += _named_error(hccl_nic, host) + _named_error(inventory_address, host)
     problems += _named_error(backend_for, hostvars) + _named_error(import_standins, hostvars)
+    problems += _launch_problems(hostvars)
     if provisioning:
-        problems += _artifact_source(hostvars) + _positive_int(hostvars, "dapo_reboot_batch_size")
+        problems += _artifact_source(hostvars) + _positive_int(hostvars, REBOOT_BATCH_SIZE.name)
     return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once
 
 
@@ -69,11 +87,11 @@ def job_host_problems(hosts: list[HostSpec]) -> None:
 
 def _device_plan(hostvars: dict) -> dict:
     """The hccl_network role's plan from the inventory (its defaults' names)."""
-    return {"device_ips": hostvars.get("dapo_device_ips") or [],
-            "netmask": hostvars.get("dapo_device_netmask", "255.255.255.0"),
-            "gateway": hostvars.get("dapo_device_gateway", ""),
-            "netdetect": hostvars.get("dapo_device_netdetect", hostvars.get("dapo_device_gateway", "")),
-            "npus": int(str(hostvars.get("dapo_npus_per_node")).strip())}
+    return {"device_ips": hostvars.get(DEVICE_IPS.name) or [],
+            "netmask": hostvars.get(DEVICE_NETMASK.name, "255.255.255.0"),
+            "gateway": hostvars.get(DEVICE_GATEWAY.name, ""),
+            "netdetect": hostvars.get(DEVICE_NETDETECT.name, hostvars.get(DEVICE_GATEWAY.name, "")),
+            "npus": int(str(hostvars.get(NPUS_PER_NODE.name)).strip())}
 
 
 def fleet_problems(hostvars_by_host: dict[str, dict], order: list[str]) -> dict[str, list[str]]:

@@ -1,4 +1,4 @@
-"""Ray's ports, every one pinned (pure): the inventory's `dapo_ray_ports` over the defaults below.
+"""Ray's ports, every one pinned (pure): the inventory's `RAY_PORTS` over the defaults below.
 
 Unpinned, Ray 2.46 lets the kernel or a random draw up to 65535 pick the node manager, object manager and agent
 ports (ray/_private/node.py `_get_unused_port`), so no firewall could name them. Pinned, `ray start` gets one flag
@@ -16,8 +16,9 @@ from typing import Mapping
 
 from dapo_ops.errors import InventoryError
 from dapo_ops.firewall.ports import parse_port_spec
+from dapo_ops.model.variables import RAY_PORTS
 
-INVENTORY_VAR = "dapo_ray_ports"
+INVENTORY_VAR = RAY_PORTS.name
 DEFAULT_RAY_PORTS: dict[str, int | str] = {
     "gcs": 6379,                    # --port (head): every raylet, worker and driver connects
     "node_manager": 6380,           # --node-manager-port: raylets, the GCS and remote workers connect

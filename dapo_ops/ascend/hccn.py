@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from dapo_ops.ascend.hccn_tool import parse_hccn_ping
 from dapo_ops.errors import ParseError
+from dapo_ops.model.variables import DEVICE_GATEWAY, NPU_TLS
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def _host_problems(host: str, plan: dict) -> list[str]:
         if value and _ip(value) is None:
             problems.append(f"{knob} {value!r} is not an IPv4 address")
     if str(plan.get("tls", "")).strip().lower() not in ("", "on", "off", "true", "false", "1", "0", "none"):
-        problems.append(f"dapo_npu_tls {plan.get('tls')!r} is not on or off")
+        problems.append(f"{NPU_TLS} {plan.get('tls')!r} is not on or off")
     return problems + _gateway_problems(_ip(plan.get("gateway") or ""), subnets, good)
 
 
@@ -136,7 +137,7 @@ def _reach_problem(plans: dict[str, dict], host: str, peer: str) -> str | None:
                                    for h in (host, peer)}))
     return (f"{_ranges(unreachable)} cannot reach the same NPUs of {peer}: subnets {subnets} differ and "
             f"{' and '.join(no_gateway)} set{'s' if len(no_gateway) == 1 else ''} no gateway "
-            f"(set dapo_device_gateway, or put both nodes in one subnet)")
+            f"(set {DEVICE_GATEWAY}, or put both nodes in one subnet)")
 
 
 def plan_problems(plans: dict[str, dict], order: list[str]) -> dict[str, list[str]]:

@@ -6,6 +6,7 @@ from dapo_ops.ascend import hccn
 from dapo_ops.ascend.hccn_tool import (parse_hccn_gateway, parse_hccn_ip, parse_hccn_link, parse_hccn_net_health,
                                        parse_hccn_netdetect, parse_hccn_tls)
 from dapo_ops.errors import ParseError
+from dapo_ops.model.variables import NPU_TLS
 
 
 # What a good NPU NIC reads ("the results must all be success and the status must be UP": vllm-ascend's
@@ -51,7 +52,7 @@ def tls_wanted(value) -> bool | None:
         return True
     if text in ("off", "false", "0", "disable"):
         return False
-    raise ParseError("dapo_npu_tls", f"{value!r} is not on or off")
+    raise ParseError(NPU_TLS.name, f"{value!r} is not on or off")
 
 
 def config_problems(outputs: dict[str, dict], plan: dict) -> list[str]:

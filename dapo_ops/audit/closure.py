@@ -14,6 +14,7 @@ from dapo_ops.audit.model import ERROR, INFO, WARNING, Finding
 from dapo_ops.errors import UsageError
 from dapo_ops.manifest import StackManifest
 from dapo_ops.stack.lock import LockedPackage, LockParseError, parse_lock, platform_environment
+from dapo_ops.model.variables import STACK_LOCK
 
 # Installed from their source checkouts (editable), never in the lock (manifest lock: comment), and the installer's
 # own bootstrap tools when a lock does not pin them: not "extra".
@@ -51,15 +52,15 @@ def load_locks(manifest: StackManifest, directory=None) -> Locks:
 
 
 def load_host_locks(raws: list[HostRaw]) -> Locks:
-    """The locks the inventory names per host (dapo_stack_lock), parsed, keyed by their path (the edge of analyze)."""
+    """The locks the inventory names per host (STACK_LOCK), parsed, keyed by their path (the edge of analyze)."""
     locks = {}
     for path in sorted({raw.lock for raw in raws if raw.lock and "python_dists" in raw.outputs}):
         try:
             locks[path] = parse_lock(Path(path).read_text(), path)
         except OSError as exc:
-            raise UsageError(f"the inventory's dapo_stack_lock {path} cannot be read: {exc.strerror}") from None
+            raise UsageError(f"the inventory's {STACK_LOCK} {path} cannot be read: {exc.strerror}") from None
         except LockParseError as exc:
-            raise UsageError(f"the inventory's dapo_stack_lock does not parse: {exc}") from None
+            raise UsageError(f"the inventory's {STACK_LOCK} does not parse: {exc}") from None
     return locks
 
 
@@ -124,7 +125,7 @@ def closure_findings(host: str, dists_fact: dict, locks: Locks, manifest: StackM
     Returns (closure summary, findings, notes): off-lock (installed version differs) and missing (locked for this
     platform by its markers, not installed) are errors; extra (installed, not in the lock; the source installs and
     the bootstrap tools excepted) is a warning; no lock in force for the platform is one note. A host whose
-    inventory names its lock (dapo_stack_lock, `lock_path`, parsed in `locks` under that path) is compared with it."""
+    inventory names its lock (STACK_LOCK, `lock_path`, parsed in `locks` under that path) is compared with it."""
     machine = MACHINES.get(dists_fact["machine"], dists_fact["machine"])
     installed = dists_fact["dists"]
     summary: dict[str, Any] = {"machine": machine, "lock": None, "installed": len(installed),
@@ -132,7 +133,7 @@ def closure_findings(host: str, dists_fact: dict, locks: Locks, manifest: StackM
     locked = locks.get(lock_path) if lock_path else locks.get(machine)
     if locked is None:
         return summary, [], [_no_lock_note(host, machine, manifest)]
-    label = f"{machine} (dapo_stack_lock)" if lock_path else machine
+    label = f"{machine} ({STACK_LOCK})" if lock_path else machine
     summary["lock"] = label
     environment = _environment(machine, dists_fact, manifest)
     findings = [f for name, package in sorted(locked.items())

@@ -25,6 +25,7 @@ from dapo_ops.files import make_dirs, write_text
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
 from dapo_ops.layout import node_layout
 from dapo_ops.userfile import load_json, read_bytes
+from dapo_ops.model.variables import STACK_LOCK
 
 BUNDLE_SCHEMA = "dapo-ops/audit-bundle/v1"
 MAX_OUTPUT_BYTES = 4 << 20   # one raw output file in a bundle (a few KB in practice; a pip list ~20 KB)
@@ -41,7 +42,7 @@ class HostRaw:
     unreachable: str | None = None
     seconds: float = 0.0
     source: str = "ssh"   # "ssh" or the bundle directory
-    lock: str | None = None   # the inventory's dapo_stack_lock: the lock this host installs from, not its platform's
+    lock: str | None = None   # the inventory's STACK_LOCK: the lock this host installs from, not its platform's
 
 
 def node_context(host_vars: dict, install_path: str) -> NodeContext:
@@ -86,7 +87,7 @@ def collect_host(host: HostSpec, npus: int, install_path: str, timeout: float) -
     script = collection_script(node_context(host.vars, install_path), npus)
     result = run_on(host, script, timeout=timeout)
     raw = HostRaw(host.name, npus, seconds=time.monotonic() - started,
-                  lock=str(host.vars.get("dapo_stack_lock") or "") or None)
+                  lock=str(host.vars.get(STACK_LOCK.name) or "") or None)
     if result.failure is not None:
         raw.unreachable = result.error
         return raw

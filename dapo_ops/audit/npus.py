@@ -1,4 +1,4 @@
-"""Per-device findings: npu-smi's chips against the inventory's dapo_npus_per_node (missing devices, the count), each
+"""Per-device findings: npu-smi's chips against the inventory's NPUS_PER_NODE (missing devices, the count), each
 chip's health, temperature and HBM, each NPU's board (firmware, Compatibility) and each device's NIC.
 
 What the audit counts is the *device*: one per chip, the index of /dev/davinciN, of `hccn_tool -i N` and of
@@ -6,7 +6,7 @@ ASCEND_RT_VISIBLE_DEVICES, and what Ray counts as an "NPU" resource (ray-project
 python/ray/_private/accelerators/npu.py: NPUAcceleratorManager counts acl.rt.get_device_count() or
 /dev/davinci*) and verl's trainer.n_gpus_per_node asks for (verl v0.7.0
 examples/grpo_trainer/run_qwen3_4b_grpo_vllm_1k_npu.sh runs an 8-card A3 with trainer_n_gpus_per_node=16). So
-the inventory's dapo_npus_per_node (raw.npus_expected) is compared with the number of chips npu-smi lists:
+the inventory's NPUS_PER_NODE (raw.npus_expected) is compared with the number of chips npu-smi lists:
 on a 910B (Atlas 800T A2, one chip per NPU) that is the number of NPUs, 8; on an Atlas 800T A3 (two chips per
 NPU) it is 16 devices on 8 NPUs. A device is a chip's Phy-ID on an A3 and the NPU id on a 910B.
 
@@ -26,6 +26,7 @@ from dapo_ops.audit.collect import HostRaw
 from dapo_ops.audit.model import ERROR, WARNING, Finding, HostReport, Thresholds
 from dapo_ops.errors import ParseError
 from dapo_ops.manifest import StackManifest
+from dapo_ops.model.variables import NPUS_PER_NODE, NPU_TLS
 
 
 def fact_value(values: dict, key: str) -> Any:
@@ -41,7 +42,7 @@ class Devices:
     npu_chips: dict[int, list[dict]]    # NPU id -> its chips
     multi: bool                         # several chips per NPU (an A3): devices are named by NPU and chip
     busy: set[tuple[int, int]]          # (NPU id, chip id) with processes running
-    expected: int                       # the inventory's dapo_npus_per_node (0: not said)
+    expected: int                       # the inventory's NPUS_PER_NODE (0: not said)
 
     @classmethod
     def from_npu_smi(cls, info: dict, expected: int) -> Devices:
@@ -118,7 +119,7 @@ def _npu_row(device: int, chip: dict | None, facts: DeviceFacts) -> dict[str, An
 
 
 def _count_findings(host: str, devices: Devices) -> list[Finding]:
-    """Each expected device npu-smi does not list; more devices than dapo_npus_per_node (0: a bundle that does not
+    """Each expected device npu-smi does not list; more devices than NPUS_PER_NODE (0: a bundle that does not
     say)."""
     found, expected = len(devices.by_device), devices.expected
     findings = [Finding(host, device, ERROR, "npu-missing", "npu",
@@ -128,9 +129,9 @@ def _count_findings(host: str, devices: Devices) -> list[Finding]:
     if expected and found > expected:
         shape = (f" ({len(devices.npu_chips)} NPUs x {max(len(cs) for cs in devices.npu_chips.values())} chips)"
                  if devices.multi else "")
-        why = " (dapo_npus_per_node counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
+        why = f" ({NPUS_PER_NODE} counts devices: each chip of an A3 NPU is one, as Ray and verl count them)"
         findings.append(Finding(host, None, WARNING, "npu-count-mismatch", "npu",
-                                f"npu-smi lists {found} {devices.noun}{shape} but the inventory's dapo_npus_per_node "
+                                f"npu-smi lists {found} {devices.noun}{shape} but the inventory's {NPUS_PER_NODE} "
                                 f"is {expected}" + (why if devices.multi else ""), str(expected), str(found)))
     return findings
 
@@ -254,7 +255,7 @@ def tls_findings(reports: list[HostReport]) -> None:
                 report.host, None, ERROR, "npu-tls-mixed", "nic",
                 f"NPU NIC TLS is {state} on {report.host}'s NPUs {_ranges(npus)} but {other} on {counts[other]} of "
                 f"the {len(states)} NPUs audited: HCCL's links between them hang until HCCL_CONNECT_TIMEOUT; set "
-                "dapo_npu_tls for the fleet (the hccl_network role applies it) or hccn_tool -i N -tls -s enable 0|1",
+                f"{NPU_TLS} for the fleet (the hccl_network role applies it) or hccn_tool -i N -tls -s enable 0|1",
                 other, state))
 
 

@@ -9,6 +9,7 @@ import click
 from dapo_ops.cli.options import inventory_option, json_option, limit_option, require_positive
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import DapoError, UsageError
+from dapo_ops.model.variables import NPUS_PER_NODE
 
 
 @click.command()
@@ -26,7 +27,7 @@ from dapo_ops.errors import DapoError, UsageError
 @click.option("--temp-threshold", type=int, default=85, show_default=True, help="Warn above this NPU temperature (C).")
 @click.option("--hbm-threshold", type=int, default=8192, show_default=True,
               help="Warn when an NPU already uses more HBM than this (MB).")
-@click.option("--npus-per-node", type=int, help="NPUs expected per node (default: the inventory's dapo_npus_per_node).")
+@click.option("--npus-per-node", type=int, help=f"NPUs expected per node (default: the inventory's {NPUS_PER_NODE}).")
 @click.option("--list-facts", is_flag=True, help="List the facts collected and their bundle file names, then exit.")
 def audit(inventory, limit, as_json, prometheus, bundle_out, from_bundle, timeout, connect_timeout, max_parallel,
           temp_threshold, hbm_threshold, npus_per_node, list_facts) -> None:

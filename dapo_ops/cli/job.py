@@ -10,6 +10,7 @@ import click
 from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, model_config_option
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import UsageError
+from dapo_ops.model.variables import HCCL_IP
 
 
 def placed_job(job_file: Path, inventory: Path | None):
@@ -56,7 +57,7 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, model_co
            as_json: bool) -> None:
     """Render a job's environment, Ray start, runtime_env and submit files (nothing is written on bad input).
 
-    It reaches no node: each node's HCCL NIC address is the inventory's dapo_hccl_ip, else the scripts read it on the
+    It reaches no node: each node's HCCL NIC address is the inventory's HCCL_IP, else the scripts read it on the
     node when they start (launch reads every address before any change)."""
     from dapo_ops.fleet.nic import hccl_nic, inventory_address
     from dapo_ops.job.render import pick_nodes, render as render_files, write
@@ -77,7 +78,7 @@ def render(job_file: Path, output: Path | None, inventory: Path | None, model_co
     files = render_files(spec, nodes, manifest)
     unknown = [name for name, address in addresses.items() if address is None]
     if unknown:
-        out.info(f"no dapo_hccl_ip for {', '.join(unknown)}: each node's scripts read its NIC's address when they "
+        out.info(f"no {HCCL_IP} for {', '.join(unknown)}: each node's scripts read its NIC's address when they "
                  "start; a worker's head address and the run's firewall need them all (`dapo-ops launch` reads them)")
     target = output or PROJECT_ROOT / "runs" / "render" / spec.name
     write(files, target)

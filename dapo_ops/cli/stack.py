@@ -113,7 +113,7 @@ def _check(out: Output, manifest, directory: Path) -> None:
 @json_option
 def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: tuple[str, ...], as_json: bool) -> None:
     """Download every locked file for a node platform, sha256-checked, into DIR/files with a PEP 503 index in
-    DIR/simple (serve DIR over HTTP, or use file://DIR/simple, as dapo_pip_index_url). Twice downloads nothing."""
+    DIR/simple (serve DIR over HTTP, or use file://DIR/simple, as PIP_INDEX_URL). Twice downloads nothing."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from dapo_ops.manifest import load_manifest

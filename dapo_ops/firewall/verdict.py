@@ -12,6 +12,7 @@ from dapo_ops.firewall.iptables import parse_iptables_save
 from dapo_ops.firewall.managers import firewalld_verdict, firewalld_zones, ufw_active, ufw_verdict
 from dapo_ops.firewall.nft import SERVICES, parse_nft_ruleset
 from dapo_ops.firewall.ports import format_ranges, parse_port_map
+from dapo_ops.model.variables import HCCL_PORTS, RAY_PORTS
 
 Judge = tuple[str, Callable[[int], "str | None"]]  # (source label, port -> 'accept' | 'drop' | None)
 
@@ -100,8 +101,8 @@ def firewall_problems(outputs: dict, ray_ports: object, hccl_ports: object) -> l
     """One line per blocking firewall, naming the ports; InventoryError for a bad port map."""
     from dapo_ops.ray_ports import LOCAL  # Ray's node-local ports: a firewall that drops them is wanted
 
-    wanted = {f"Ray {k}": v for k, v in parse_port_map(ray_ports, "dapo_ray_ports").items() if k not in LOCAL}
-    wanted.update({f"HCCL {k}": v for k, v in parse_port_map(hccl_ports, "dapo_hccl_ports").items()})
+    wanted = {f"Ray {k}": v for k, v in parse_port_map(ray_ports, RAY_PORTS.name).items() if k not in LOCAL}
+    wanted.update({f"HCCL {k}": v for k, v in parse_port_map(hccl_ports, HCCL_PORTS.name).items()})
     return [f"{b.source} drops incoming TCP to "
             + "; ".join(f"{name} {format_ranges(found)}" for name, found in b.ports.items())
             for b in blocked_ports(outputs, wanted)]

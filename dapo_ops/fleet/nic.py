@@ -1,9 +1,9 @@
 """The address each node's HCCL NIC carries: what HCCL_IF_IP and Ray's --node-ip-address must be.
 
 Real Atlas servers are usually managed over one network (the address Ansible and SSH use, `ansible_host`) and
-train over another (the NIC named by `dapo_hccl_ifname`, which HCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME also name).
+train over another (the NIC named by `HCCL_IFNAME`, which HCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME also name).
 HCCL binds HCCL_IF_IP, and Ray's node IP is what its workers and collective groups connect to, so both must be that
-NIC's address: the inventory may give it (`dapo_hccl_ip`), else it is read on the node.
+NIC's address: the inventory may give it (`HCCL_IP`), else it is read on the node.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import shlex
 
 from dapo_ops.errors import DapoError, InventoryError
 from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.model.variables import HCCL_IFNAME, HCCL_IP
 
-NIC_VAR = "dapo_hccl_ifname"
-IP_VAR = "dapo_hccl_ip"
+NIC_VAR = HCCL_IFNAME.name
+IP_VAR = HCCL_IP.name
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 _INET = re.compile(r"\binet (\d{1,3}(?:\.\d{1,3}){3})/\d{1,2}\b")
 
@@ -31,7 +32,7 @@ def hccl_nic(host: HostSpec) -> str:
 
 
 def inventory_address(host: HostSpec) -> str | None:
-    """`dapo_hccl_ip` when the inventory sets it (validated), else None."""
+    """`HCCL_IP` when the inventory sets it (validated), else None."""
     value = host.vars.get(IP_VAR)
     if value in (None, ""):
         return None
@@ -51,7 +52,7 @@ def address_command(nic: str) -> str:
 
 
 def read_addresses(hosts: list[HostSpec], timeout: float = 30) -> dict[str, str]:
-    """Host name -> the IPv4 address of its HCCL NIC: the inventory's `dapo_hccl_ip`, else read on the node over
+    """Host name -> the IPv4 address of its HCCL NIC: the inventory's `HCCL_IP`, else read on the node over
     SSH (host keys verified). A node that cannot be asked fails with its name; a NIC without an address, or an
     inventory address the NIC does not carry, is an inventory mistake."""
     def one(host: HostSpec) -> tuple[str, str | None, str | None]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dapo_ops.job.spec import JobSpec
+from dapo_ops.model.variables import NPUS_PER_NODE
 
 AR = "actor_rollout_ref"
 # spec field -> the verl key overrides.override_pairs writes it to (the first, where it writes several)
@@ -136,5 +137,5 @@ def fold(spec: JobSpec, composed: dict | None) -> Folded:
         if path in folded.names:
             folded.problems.append(f"{FIELDS[path]} is overridden to {_get(folded.spec, path)} but the job is placed "
                                    f"on {_get(spec, path)} {what} of the inventory: remove the override (cluster.nodes "
-                                   "and the inventory's dapo_npus_per_node decide)")
+                                   f"and the inventory's {NPUS_PER_NODE} decide)")
     return folded

@@ -3,7 +3,7 @@
 NPUs per node are a property of the hardware, not of the job: an Atlas 800T A2 has 8 NPUs (vllm-ascend v0.11.0rc1
 docs/source/tutorials/multi_node.md: "two Atlas 800 A2 (64G*8) nodes"), while verl runs its 16-per-node DAPO NPU
 recipes on Atlas 200T A2 Box16 (verl v0.7.0 docs/ascend_tutorial/ascend_quick_start.rst). So the number comes from
-the inventory's `dapo_npus_per_node` of the chosen hosts (which preflight and the audit check against what the node
+the inventory's `NPUS_PER_NODE` of the chosen hosts (which preflight and the audit check against what the node
 reports); a spec may pin `cluster.npus_per_node`, and then the two must agree.
 """
 
@@ -62,7 +62,7 @@ def place(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> tup
 
 
 def job_ray_ports(spec: JobSpec, hosts: list[HostSpec]) -> RayPorts:
-    """The Ray ports of the job's nodes: one map for all of them (dapo_ray_ports; the spec's cluster.ray_port and
+    """The Ray ports of the job's nodes: one map for all of them (RAY_PORTS; the spec's cluster.ray_port and
     cluster.dashboard_port win for gcs and dashboard)."""
     maps = {h.name: with_defaults(h.vars.get(RAY_PORTS_VAR), f"{h.name}: {RAY_PORTS_VAR}") for h in hosts}
     first = hosts[0].name

@@ -1,4 +1,4 @@
-"""Ray's gRPC over mutual TLS for one run (inventory: dapo_ray_tls: true).
+"""Ray's gRPC over mutual TLS for one run (inventory: RAY_TLS: true).
 
 The pinned Ray reads RAY_USE_TLS, RAY_TLS_SERVER_CERT, RAY_TLS_SERVER_KEY and RAY_TLS_CA_CERT in its Python gRPC servers
 and channels (ray/_private/tls_utils.py load_certs_from_env, ray/_private/grpc_utils.py init_grpc_channel) and in
@@ -21,27 +21,24 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dapo_ops.errors import UsageError
+from dapo_ops.errors import InventoryError, UsageError
+from dapo_ops.model.values import ansible_bool
+from dapo_ops.model.variables import RAY_TLS
 
-TLS_VAR = "dapo_ray_tls"
+TLS_VAR = RAY_TLS.name
 CA_NAME, CERT_NAME, KEY_NAME = "ray-tls-ca.crt", "ray-tls.crt", "ray-tls.key"
 # Long enough for any training run; the CA's key is gone once the run's certificates are signed.
 VALIDITY = datetime.timedelta(days=365)
 # A node's clock behind the controller's (by up to a day) still accepts the certificates.
 BACKDATE = datetime.timedelta(days=1)
-_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0", ""}
 
 
 def tls_wanted(value: object, where: str) -> bool:
-    """dapo_ray_tls as Ansible reads a boolean (YAML true/false, INI's strings)."""
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return False
-    text = str(value).strip().lower()
-    if text in _TRUE | _FALSE:
-        return text in _TRUE
-    raise UsageError(f"{where}: {TLS_VAR} must be true or false (got {value!r})")
+    """RAY_TLS as Ansible reads a boolean (YAML true/false, INI's strings)."""
+    try:
+        return ansible_bool(value, TLS_VAR, False, where)
+    except InventoryError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.ray_listeners import dashboard_guard
 from dapo_ops.ray_ports import INVENTORY_VAR as RAY_PORTS_VAR, LOCAL, PEER, ray_ports
+from dapo_ops.model.values import ansible_bool
+from dapo_ops.model.variables import HCCL_IP, RAY_FIREWALL, RUN_FENCE_NIC
 
 TEMPLATES = PROJECT_ROOT / "templates"
 WORKER_START_TIMEOUT = 120
@@ -44,8 +46,8 @@ RAY_ROOT = "/var/lib/dapo-ops/ray"
 RAY_TEMP_DIR = f"{RAY_ROOT}/tmp"
 # A run's files on every node: RUNS_ROOT/<run id> (the run record's node_dir).
 RUNS_ROOT = "/var/lib/dapo-ops/runs"
-FIREWALL_VAR = "dapo_ray_firewall"
-FENCE_NIC_VAR = "dapo_run_fence_nic"
+FIREWALL_VAR = RAY_FIREWALL.name
+FENCE_NIC_VAR = RUN_FENCE_NIC.name
 RAY_TOKEN_NAME = "ray-token"
 
 
@@ -59,7 +61,7 @@ def ray_token_path(run_id: str) -> str:
 
 
 def tls_paths(run_id: str) -> dict[str, str]:
-    """The run's Ray TLS files on every node (dapo_ray_tls: the CA's certificate, the node's own and its key)."""
+    """The run's Ray TLS files on every node (RAY_TLS: the CA's certificate, the node's own and its key)."""
     return {"ca": f"{node_dir(run_id)}/{CA_NAME}", "cert": f"{node_dir(run_id)}/{CERT_NAME}",
             "key": f"{node_dir(run_id)}/{KEY_NAME}"}
 
@@ -85,11 +87,11 @@ class RenderNode:
     ray: str
     verl_dir: str
     head: bool
-    ray_ports: object = None    # the inventory's dapo_ray_ports (dapo_ops/ray_ports.py fills the defaults)
-    firewall: bool = True       # dapo_ray_firewall: the run's nftables table keeps Ray's ports to the run's nodes
-    fence_nic: bool = True      # dapo_run_fence_nic: the table also drops new TCP on the HCCL NIC from other hosts
+    ray_ports: object = None    # the inventory's RAY_PORTS (dapo_ops/ray_ports.py fills the defaults)
+    firewall: bool = True       # RAY_FIREWALL: the run's nftables table keeps Ray's ports to the run's nodes
+    fence_nic: bool = True      # RUN_FENCE_NIC: the table also drops new TCP on the HCCL NIC from other hosts
     ssh_port: int = 22          # kept open on that NIC (the inventory's ansible_port)
-    tls: bool = False           # dapo_ray_tls: Ray's gRPC over mutual TLS with the run's certificates (ray_tls.py)
+    tls: bool = False           # RAY_TLS: Ray's gRPC over mutual TLS with the run's certificates (ray_tls.py)
 
 
 def shell_quote(value) -> str:
@@ -115,15 +117,16 @@ def environment() -> jinja2.Environment:
 def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[str, str | None]) -> list[RenderNode]:
     """RenderNodes for a job's hosts in rank order (placement.place: the head first), each with the address of its
     HCCL NIC (fleet.nic.read_addresses), which HCCL_IF_IP and Ray's node IP use; a node without one (`render` with
-    no dapo_hccl_ip: it reaches no node) reads its own at start, and what needs another node's stops saying so."""
+    no HCCL_IP: it reaches no node) reads its own at start, and what needs another node's stops saying so."""
     verl_dir_rel = manifest.source("verl").dir
     nodes = []
     for index, host in enumerate(hosts):
         layout = node_layout(host.vars)
         nodes.append(RenderNode(host.name, addresses.get(host.name), hccl_nic(host), layout.env_script,
                                 layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
-                                host.vars.get(RAY_PORTS_VAR), host.vars.get(FIREWALL_VAR, True) is not False,
-                                host.vars.get(FENCE_NIC_VAR, True) is not False, int(host.port),
+                                host.vars.get(RAY_PORTS_VAR),
+                                ansible_bool(host.vars.get(FIREWALL_VAR), FIREWALL_VAR, True, host.name),
+                                ansible_bool(host.vars.get(FENCE_NIC_VAR), FENCE_NIC_VAR, True, host.name), int(host.port),
                                 tls_wanted(host.vars.get(TLS_VAR), host.name)))
     if len({n.tls for n in nodes}) > 1:
         raise UsageError(f"{TLS_VAR} must be the same on every node of a run (true on "
@@ -181,7 +184,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
         "peers4": _addresses(nodes, 4), "peers6": _addresses(nodes, 6), "firewall_table": firewall_table(attempt or "render"),
         "peers_unknown": [n.name for n in nodes if not n.ip],
         "unknown_peers_message": "the run's firewall admits the run's nodes by address, and this render has none for "
-                                 + ", ".join(n.name for n in nodes if not n.ip) + ": set dapo_hccl_ip for them in the "
+                                 + ", ".join(n.name for n in nodes if not n.ip) + f": set {HCCL_IP} for them in the "
                                  "inventory and render again, or start the job with dapo-ops launch, which reads them",
     }
     files: dict[str, str] = {}

@@ -58,10 +58,10 @@ class Data:
 @dataclass(frozen=True)
 class Cluster:
     nodes: int = 2
-    npus_per_node: int | None = None    # default: the inventory's dapo_npus_per_node (8 on an 800T A2, 16 on a Box16)
+    npus_per_node: int | None = None    # default: the inventory's NPUS_PER_NODE (8 on an 800T A2, 16 on a Box16)
     head: str | None = None             # inventory host name of the Ray head (default: the first node)
-    ray_port: int | None = None         # default: the inventory's dapo_ray_ports.gcs (dapo_ops/ray_ports.py)
-    dashboard_port: int | None = None   # default: the inventory's dapo_ray_ports.dashboard
+    ray_port: int | None = None         # default: the inventory's RAY_PORTS.gcs (dapo_ops/ray_ports.py)
+    dashboard_port: int | None = None   # default: the inventory's RAY_PORTS.dashboard
 
 
 @dataclass(frozen=True)

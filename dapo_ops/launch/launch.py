@@ -28,7 +28,7 @@ from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launch
 from dapo_ops.launch.steps import Steps
 from dapo_ops.launch import teardown
 from dapo_ops.launch.teardown import sweep_dead_runs
-from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
+from dapo_ops.model.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
 from dapo_ops.manifest import StackManifest
 
 # The bring-up limit of a lock that does not record its own (timeouts.bring_up_limit of the defaults).
@@ -142,7 +142,7 @@ class _Launch:
             secrets = None if self.options.rehearse_only else job_secrets(spec)
             if secrets:
                 private.update(secret_files(spec, secrets))
-            # dapo_ray_tls: each node's certificate and key, from a CA made for this run and dropped here
+            # RAY_TLS: each node's certificate and key, from a CA made for this run and dropped here
             tls = run_credentials(record.run_id, record.addresses) if self.nodes[0].tls else {}
             cluster.push_all(self.hosts, files, record.node_dir, private, tls)
             names = sorted(private) + (sorted(next(iter(tls.values()))) if tls else [])

@@ -37,7 +37,7 @@ class Lock:
     created: str
     pid_start: int | None = None             # the launcher's start time (/proc/PID/stat field 22): pids are reused
     nodes: list[str] = field(default_factory=list)
-    bring_up_limit: float | None = None      # the launcher's own (launch/timeouts.py), judged by other controllers
+    bring_up_limit: float | None = None      # the launcher's own (model/timeouts.py), judged by other controllers
 
     def describe(self) -> str:
         return f"run {self.run_id} (launched from {self.controller}, pid {self.pid}, at {self.created})"

@@ -10,6 +10,7 @@ from dapo_ops.launch import cluster
 from dapo_ops.launch.steps import Steps
 from dapo_ops.ray_listeners import LISTENERS_COMMAND, node_ports, parse_listeners, port_conflicts
 from dapo_ops.ray_ports import RayPorts
+from dapo_ops.model.variables import RAY_PORTS
 
 
 def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
@@ -68,4 +69,4 @@ def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = 30)
         problems += port_conflicts(parse_listeners(result.stdout), node_ports(ports, head=index == 0), host.name)
     if problems:
         raise cluster.LaunchError("; ".join(problems) + ": stop what holds them, or move Ray's ports "
-                                  "(dapo_ray_ports in the inventory)")
+                                  f"({RAY_PORTS} in the inventory)")

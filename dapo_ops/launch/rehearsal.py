@@ -12,13 +12,14 @@ from dapo_ops.errors import UsageError
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.ray_ports import ray_ports
+from dapo_ops.model.variables import REHEARSAL_BACKEND
 
 # pushed to the head's run directory; the driver imports rehearsal_tcp and rehearsal_files from its own directory
 DRIVER_FILES = tuple(Path(__file__).with_name(name)
                      for name in ("rehearsal_driver.py", "rehearsal_tcp.py", "rehearsal_files.py"))
 EVENT_PREFIX = "DAPO-REHEARSAL "
 BACKENDS = ("hccl", "gloo", "tcp")
-BACKEND_VAR = "dapo_rehearsal_backend"
+BACKEND_VAR = REHEARSAL_BACKEND.name
 # Exported by CANN's set_env.sh (toolkit) and NNAL's (ATB): an actor without them did not source the environment.
 REQUIRED_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATB_HOME_PATH")
 

@@ -14,7 +14,7 @@ from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING
 from dapo_ops.launch import locks
 from dapo_ops.launch.leftovers import (DROP_RUN_TABLES, JOB_SECRET_NAMES, PRIVATE_NAMES,  # noqa: F401
                                        forget_job_secrets, leave_command, sweep_dead_runs)
-from dapo_ops.launch.timeouts import INVENTORY_VAR, step_timeouts
+from dapo_ops.model.timeouts import INVENTORY_VAR, step_timeouts
 from dapo_ops.layout import node_layout
 
 def _unmatchable_by_itself(text: str) -> str:
@@ -66,7 +66,7 @@ def stopped(hosts: list[HostSpec], errors: dict) -> list[HostSpec]:
 
 
 def stop_timeout(hosts: list[HostSpec]) -> int:
-    """The inventory's `dapo_launch_timeouts.stop` (the head's, as the launch read it), else the default."""
+    """The inventory's `LAUNCH_TIMEOUTS.stop` (the head's, as the launch read it), else the default."""
     return step_timeouts(hosts[0].vars.get(INVENTORY_VAR) if hosts else None)["stop"]
 
 

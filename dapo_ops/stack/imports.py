@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from dapo_ops.errors import InventoryError, ManifestError, ParseError
 from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.model.variables import IMPORT_STANDINS
 
 SWEEP_SCRIPT = PROJECT_ROOT / "roles" / "verify" / "files" / "import_sweep.py"
 # The inventory variable naming the distributions that are stand-ins on a fleet (not imported; a failure one causes
 # is skipped, not an error). Real nodes run the real packages and leave it empty; the simulated inventory lists the
 # NPU-bound wheels and the source checkouts it serves as stand-ins (dapo_sim/access.py).
-STANDINS_VARIABLE = "dapo_import_standins"
+STANDINS_VARIABLE = IMPORT_STANDINS.name
 WHAT = "import sweep"
 _DIST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 

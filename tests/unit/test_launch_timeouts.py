@@ -5,7 +5,7 @@ import pytest
 
 from dapo_ops.errors import InventoryError
 from dapo_ops.launch.locks import Lock, breakable
-from dapo_ops.launch.timeouts import DEFAULT_TIMEOUTS, bring_up_limit, step_timeouts
+from dapo_ops.model.timeouts import DEFAULT_TIMEOUTS, bring_up_limit, step_timeouts
 
 
 def test_the_inventory_sets_some_steps_and_the_rest_keep_their_defaults():

@@ -62,23 +62,18 @@ def test_a_lock_file_from_before_the_per_node_locks_or_garbage_still_names_a_hol
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starts a process as another user (CI runs as root)")
-def test_only_roots_ray_processes_make_a_node_look_busy():
+def test_only_roots_ray_processes_make_a_node_look_busy(tmp_path):
     """Issue 26: "is Ray running" matches root's processes only: another user's process named like Ray must not keep
-    a lock or a teardown waiting."""
+    a lock or a teardown waiting. In a PID namespace of its own, so a Ray running on this machine (a simulated
+    fleet's) does not count."""
     from dapo_ops.job.render import RAY_RUNNING
 
-    theirs = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c",
-                               "exec -a raylet sleep 30"])
-    try:
-        time.sleep(0.3)
-        assert subprocess.run(["bash", "-c", RAY_RUNNING]).returncode == 1
-        mine = subprocess.Popen(["bash", "-c", "exec -a raylet sleep 30"])
-        try:
-            time.sleep(0.3)
-            assert subprocess.run(["bash", "-c", RAY_RUNNING]).returncode == 0
-        finally:
-            mine.kill()
-            mine.wait()
-    finally:
-        theirs.kill()
-        theirs.wait()
+    script = (f"setpriv --reuid=65534 --regid=65534 --clear-groups bash -c 'exec -a raylet sleep 30' & sleep 0.3; "
+              f"if {RAY_RUNNING}; then echo busy-with-theirs; fi; "
+              f"bash -c 'exec -a raylet sleep 30' & sleep 0.3; "
+              f"if {RAY_RUNNING}; then echo busy-with-mine; fi; kill %1 %2")
+    (tmp_path / "busy.sh").write_text(script)  # a file: a `bash -c` command line would itself match the pattern
+    tmp_path.chmod(0o755)
+    result = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "bash", str(tmp_path / "busy.sh")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.stdout.split() == ["busy-with-mine"], result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""How long each launch step may take (pure): dapo-ops' defaults, or the inventory's `dapo_launch_timeouts`.
+"""How long each launch step may take (pure): dapo-ops' defaults, or the inventory's `LAUNCH_TIMEOUTS`.
 
 A large cluster may need longer than the defaults, and a small one may want a lost node found sooner. A lock
 records its launcher's bring-up limit, so that another controller judges it by the launcher's own timeouts
@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from dapo_ops.errors import InventoryError
+from dapo_ops.model.variables import LAUNCH_TIMEOUTS
 
-INVENTORY_VAR = "dapo_launch_timeouts"
+INVENTORY_VAR = LAUNCH_TIMEOUTS.name
 # Seconds per step. "head" bounds the whole Ray start (head and workers together); "workers" one worker's attempt
 # (waiting for the head's GCS port, then `ray start`); Ray itself takes ~60 s to declare a lost node dead.
 DEFAULT_TIMEOUTS = {"audit": 120, "stop": 60, "head": 120, "workers": 60, "cluster": 90, "submit": 120}

@@ -1,0 +1,1 @@
+"""The facts dapo-ops works from, typed and declared once (pure: reads no node)."""

@@ -1,0 +1,143 @@
+"""Every inventory variable dapo-ops and its roles read, declared once: name, type, default and a one-line doc.
+
+Python code reads a variable through its constant here (`NPUS_PER_NODE.name`), never by spelling the name;
+the roles and templates spell it where Ansible needs it. docs/inventory-variables.md is generated from these
+declarations (`python -m dapo_ops.model.variables > docs/inventory-variables.md`), and a test keeps both true.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    kind: str        # the value's type as the inventory writes it
+    default: str     # what applies when it is not set ("required": nothing does)
+    doc: str
+    readers: str     # who reads it: dapo-ops commands and roles
+    group: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+VARIABLES: dict[str, Variable] = {}
+
+
+def _declare(group: str, name: str, kind: str, default: str, doc: str, readers: str) -> Variable:
+    variable = Variable(name, kind, default, doc, readers, group)
+    VARIABLES[name] = variable
+    return variable
+
+
+NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH = (
+    "Nodes and SSH", "Vendor artifacts", "The Python stack", "HCCL network", "Preflight", "Launch")
+
+KNOWN_HOSTS = _declare(NODES, "dapo_known_hosts", "path", "~/.ssh/known_hosts",
+                       "The nodes' host keys; nothing connects to a node whose key is missing or has changed.",
+                       "every dapo-ops command that connects")
+SSH_CONNECT_TIMEOUT = _declare(NODES, "dapo_ssh_connect_timeout", "seconds", "10",
+                               "How long dapo-ops' own SSH connections wait to connect.",
+                               "every dapo-ops command that connects")
+NPUS_PER_NODE = _declare(NODES, "dapo_npus_per_node", "int (1-16)", "required",
+                         "NPUs on the node: 8 on an Atlas 800T A2, 16 on an Atlas 200T A2 Box16.",
+                         "every command; preflight, ascend_hdk, hccl_network, verify")
+REBOOT_BATCH_SIZE = _declare(NODES, "dapo_reboot_batch_size", "int (>= 1)", "1",
+                             "How many nodes the HDK layer reboots at the same time.", "ascend_hdk; validate")
+REBOOT_COMMAND = _declare(NODES, "dapo_reboot_command", "shell command", "the reboot module's own",
+                          "The command ansible.builtin.reboot reboots the node with.", "ascend_hdk")
+BOOT_TIME_COMMAND = _declare(NODES, "dapo_boot_time_command", "shell command", "the reboot module's own",
+                             "The command ansible.builtin.reboot reads the boot time with, to see the reboot.",
+                             "ascend_hdk")
+
+ARTIFACT_URL = _declare(ARTIFACTS, "dapo_artifact_url", "URL", "none",
+                        "An HTTP(S) mirror holding the vendor installers under their vendor file names.",
+                        "artifact; validate")
+ARTIFACT_DIR = _declare(ARTIFACTS, "dapo_artifact_dir", "path on the controller", "none",
+                        "Or: a directory on the controller holding them, copied to the nodes.",
+                        "artifact; validate")
+
+PIP_INDEX_URL = _declare(PYTHON, "dapo_pip_index_url", "URL", "PyPI",
+                         "The package index the nodes' pip uses (an air-gapped site's mirror).",
+                         "python_env, vllm, verl; stack wheelhouse")
+PIP_EXTRA_INDEX_URL = _declare(PYTHON, "dapo_pip_extra_index_url", "URL", "none",
+                               "An extra index, e.g. Huawei's Ascend wheels.", "python_env")
+PIP_TRUSTED_HOST = _declare(PYTHON, "dapo_pip_trusted_host", "host", "none",
+                            "A plain-HTTP mirror host pip may trust (only when the inventory says so).", "python_env")
+CONDA_CHANNEL = _declare(PYTHON, "dapo_conda_channel", "URL", "none (offline, from the installer's cache)",
+                         "A conda channel mirror to create the environment from; it must serve the installer's "
+                         "Python, file for file.", "python_env")
+STACK_LOCK = _declare(PYTHON, "dapo_stack_lock", "path on the controller", "stack/lock's file for the platform",
+                      "The stack lock to install from instead of the manifest's lock in force.",
+                      "python_env; audit")
+PIP_COMPILE = _declare(PYTHON, "dapo_pip_compile", "bool", "true",
+                       "Byte-compile what pip installs; false leaves it to the first import.", "stack roles")
+GIT_BASE_URL = _declare(PYTHON, "dapo_git_base_url", "URL", "https://github.com",
+                        "The git server holding <org>/<repo>.git for the vLLM, vllm-ascend and verl sources.",
+                        "vllm, verl")
+SOURCE_COMMITS = _declare(PYTHON, "dapo_source_commits", "mapping source -> commit", "the manifest's",
+                          "Overrides of the pinned source commits, warned about at every run.", "vllm, verl")
+IMPORT_STANDINS = _declare(PYTHON, "dapo_import_standins", "list of names", "[]",
+                           "Distributions that are stand-ins on this fleet: the import sweep does not import them.",
+                           "verify; validate")
+
+HCCL_IFNAME = _declare(NETWORK, "dapo_hccl_ifname", "NIC name", "required for launch",
+                       "The host NIC HCCL, GLOO and TP use between nodes.", "launch, render, validate; preflight")
+HCCL_IP = _declare(NETWORK, "dapo_hccl_ip", "IPv4 address", "read from the NIC",
+                   "That NIC's address, when the controller must know it before the launch (render).",
+                   "launch, render, validate")
+DEVICE_IPS = _declare(NETWORK, "dapo_device_ips", "list of IPv4", "none (the NPU NICs are left as they are)",
+                      "One NPU NIC address per NPU, in NPU-id order.", "hccl_network; validate")
+DEVICE_NETMASK = _declare(NETWORK, "dapo_device_netmask", "netmask", "255.255.255.0",
+                          "The netmask of the NPU NIC addresses.", "hccl_network; validate")
+DEVICE_GATEWAY = _declare(NETWORK, "dapo_device_gateway", "IPv4 address", "left as it is",
+                          "The NPU NICs' gateway, needed when NPUs sit in different subnets.",
+                          "hccl_network; validate")
+DEVICE_NETDETECT = _declare(NETWORK, "dapo_device_netdetect", "IPv4 address", "the gateway",
+                            "The address the NPU NICs' link detection pings.", "hccl_network; validate")
+NPU_TLS = _declare(NETWORK, "dapo_npu_tls", "on | off", "left as it is",
+                   "Every NPU NIC's TLS switch (mixed switches hang HCCL's link set-up).", "hccl_network; audit")
+
+PREFLIGHT_JOB = _declare(PREFLIGHT, "dapo_preflight_job", "path on the controller", "jobs/qwen3-30b-a3b-dapo.yaml",
+                         "The job whose host-memory estimate preflight checks the nodes against.", "preflight")
+RAY_PORTS = _declare(PREFLIGHT, "dapo_ray_ports", "mapping port name -> port or range", "Ray's pinned ports",
+                     "Ray's ports on the nodes (the launch pins them; preflight and the firewall check them).",
+                     "launch, render, validate; preflight")
+HCCL_PORTS = _declare(PREFLIGHT, "dapo_hccl_ports", "mapping name -> port or range", "HCCL's host ports",
+                      "HCCL's host ports the firewall check expects open.", "preflight")
+
+RAY_FIREWALL = _declare(LAUNCH, "dapo_ray_firewall", "bool", "true",
+                        "The run's nftables table keeps Ray's ports to the run's nodes.", "launch, render")
+RUN_FENCE_NIC = _declare(LAUNCH, "dapo_run_fence_nic", "bool", "true",
+                         "The table also drops new TCP on the HCCL NIC from hosts outside the run (SSH kept).",
+                         "launch, render")
+RAY_TLS = _declare(LAUNCH, "dapo_ray_tls", "bool", "false",
+                   "Ray's gRPC over mutual TLS with a CA and certificates made for the run.", "launch, render")
+LAUNCH_TIMEOUTS = _declare(LAUNCH, "dapo_launch_timeouts", "mapping step -> seconds",
+                           "audit 120, stop 60, head 120, workers 60, cluster 90, submit 120",
+                           "How long each launch step may take; `stop` also bounds every teardown.",
+                           "launch, stop, watch; validate")
+REHEARSAL_BACKEND = _declare(LAUNCH, "dapo_rehearsal_backend", "hccl | gloo", "hccl",
+                             "The collectives the launch rehearsal runs (gloo: a fleet without torch_npu).",
+                             "launch; validate")
+
+
+def markdown() -> str:
+    """docs/inventory-variables.md, generated from the declarations."""
+    lines = ["# Inventory variables", "",
+             "Every variable dapo-ops and its roles read from an inventory (generated from "
+             "`dapo_ops/model/variables.py`: `python -m dapo_ops.model.variables > docs/inventory-variables.md`). "
+             "`dapo-ops validate` and the `validate_inventory` play check them before anything runs.", ""]
+    for group in (NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH):
+        lines += [f"## {group}", "", "| variable | type | default | what it does | read by |", "|---|---|---|---|---|"]
+        lines += [f"| `{v.name}` | {v.kind} | {v.default} | {v.doc} | {v.readers} |"
+                  for v in VARIABLES.values() if v.group == group]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
