@@ -15,7 +15,6 @@ from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.layout import layout_problems
-from dapo_ops.paths import SIM_INVENTORY_DIR
 from dapo_ops.model.variables import KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT
 
 DEFAULT_GROUP = "npu_nodes"
@@ -70,8 +69,7 @@ def load_raw(source: Path) -> dict:
     """What `ansible-inventory -i SOURCE --list` prints, read in-process with Ansible's own inventory API (its
     groups, hosts and flattened host variables), from a cache while no file of a static inventory changed."""
     if not source.exists():
-        hint = " (run `dapo-sim up` first)" if source.resolve() == SIM_INVENTORY_DIR.resolve() else ""
-        raise InventoryError(f"inventory {source} does not exist{hint}")
+        raise InventoryError(f"inventory {source} does not exist")
     scripts = os.environ.get(SCRIPTS_OPT_IN) == "1"
     if not scripts:
         executable = _executable_files(source)
@@ -170,8 +168,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     hostvars = raw.get("_meta", {}).get("hostvars", {})
     names = _group_hosts(raw, group)
     if not names:
-        hint = " (run `dapo-sim up` first)" if Path(source).resolve() == SIM_INVENTORY_DIR.resolve() else ""
-        raise InventoryError(f"inventory {source} has no hosts in group {group!r}{hint}")
+        raise InventoryError(f"inventory {source} has no hosts in group {group!r}")
     hosts = []
     for name in names:
         v = hostvars.get(name, {})
@@ -226,6 +223,35 @@ def _group_hosts(raw: dict, group: str) -> list[str]:
     return seen
 
 
+INVENTORY_ENV = "DAPO_OPS_INVENTORY"
+NO_INVENTORY = ("no inventory: pass -i INVENTORY, or set DAPO_OPS_INVENTORY, or Ansible's own (ANSIBLE_INVENTORY, "
+                "or `inventory` under [defaults] in ansible.cfg)")
+
+
+def configured_inventory() -> Path | None:
+    """The inventory when -i gives none: DAPO_OPS_INVENTORY, else the one Ansible is configured with (ANSIBLE_INVENTORY
+    or ansible.cfg's, found as ansible-playbook finds it); None when neither is set."""
+    if os.environ.get(INVENTORY_ENV):
+        return Path(os.environ[INVENTORY_ENV])
+    from ansible.config.manager import ConfigManager
+
+    sources, origin = ConfigManager().get_config_value_and_origin("DEFAULT_HOST_LIST")
+    if origin == "default" or not sources:
+        return None
+    if len(sources) > 1:
+        raise InventoryError(f"Ansible is configured with {len(sources)} inventories ({', '.join(sources)}); "
+                             "dapo-ops reads one: pass -i INVENTORY")
+    return Path(sources[0])
+
+
+def resolve_inventory(source: Path | str | None) -> Path:
+    """-i's inventory, else the configured one; InventoryError saying how to give one when there is none."""
+    path = Path(source) if source else configured_inventory()
+    if path is None:
+        raise InventoryError(NO_INVENTORY)
+    return path
+
+
 def load_inventory(source: Path | str | None = None, group: str = DEFAULT_GROUP) -> Inventory:
-    path = Path(source) if source else SIM_INVENTORY_DIR
+    path = resolve_inventory(source)
     return parse_inventory(load_raw(path), path, group)

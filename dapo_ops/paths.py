@@ -8,4 +8,3 @@ from pathlib import Path
 PROJECT_ROOT = Path(os.environ.get("DAPO_OPS_ROOT") or Path(__file__).resolve().parent.parent)
 STACK_MANIFEST = PROJECT_ROOT / "stack" / "manifest.yml"
 INVENTORY_DIR = PROJECT_ROOT / "inventory"
-SIM_INVENTORY_DIR = INVENTORY_DIR / "sim"

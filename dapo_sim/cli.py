@@ -42,6 +42,7 @@ def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned:
     _print_status(out, status)
     if state.up_seconds is not None:
         out.info(f"up in {state.up_seconds:.1f} s; inventory {status['inventory']}")
+        out.info(f"for ansible-playbook and dapo-ops without -i: export ANSIBLE_INVENTORY={status['inventory']}")
     out.document(status)
 
 

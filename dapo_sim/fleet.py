@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dapo_ops.errors import SimError, UsageError
 from dapo_ops.manifest import StackManifest, load_manifest
-from dapo_ops.paths import SIM_INVENTORY_DIR
+from dapo_ops.paths import INVENTORY_DIR
 from dapo_sim import access, hwmodel, ledger, mirror, netns, node
 from dapo_sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
 from dapo_sim.node import exec_in
@@ -30,6 +30,7 @@ from dapo_sim.state import FleetSpec, FleetState, NodeState
 __all__ = ["BRIDGE", "DATA_NIC", "DATA_SUBNET", "NETNS_PREFIX", "FleetSpec", "FleetState", "NodeState", "SimFleet",
            "state_dir_default"]
 
+SIM_INVENTORY_DIR = INVENTORY_DIR / "sim"   # the inventory `dapo-sim up` writes (hosts.yml beside groups.yml)
 DEFAULT_STATE_DIR = Path("/var/lib/dapo-ops/sim")
 MIRROR_PORT = 8765
 MAX_NODES = 200

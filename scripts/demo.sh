@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
+export ANSIBLE_INVENTORY="$PWD/inventory/sim"   # the simulated fleet's inventory, for ansible-playbook and dapo-ops
 job=jobs/qwen3-30b-a3b-dapo.yaml
 dapo-sim up --nodes "${NODES:-2}"
 dapo-sim stage "$job"   # the model config.json and data files on every node, as a real cluster has them

@@ -27,18 +27,18 @@ def placed_job(job_file: Path, inventory: Path | None):
 
 
 def placed_offline(job_file: Path, inventory: Path | None):
-    """As placed_job; but with no -i and no simulated fleet, a spec that pins cluster.npus_per_node is checked on
-    its own numbers (validate needs no node)."""
+    """As placed_job; but with no inventory given or configured, a spec that pins cluster.npus_per_node is checked
+    on its own numbers (validate needs no node)."""
     from dapo_ops.errors import InventoryError
     from dapo_ops.job.spec import load_spec
     from dapo_ops.manifest import load_manifest
-    from dapo_ops.paths import SIM_INVENTORY_DIR
+    from dapo_ops.inventory import configured_inventory
 
-    if inventory is not None or (SIM_INVENTORY_DIR / "hosts.yml").exists():
+    if inventory is not None or configured_inventory() is not None:
         return placed_job(job_file, inventory)
     spec = load_spec(job_file)
     if spec.cluster.npus_per_node is None:
-        raise InventoryError("no inventory to place the job on (no -i, no simulated fleet up): pass -i INVENTORY, "
+        raise InventoryError("no inventory to place the job on (none given or configured): pass -i INVENTORY, "
                              "or set cluster.npus_per_node in the spec to validate it on its own numbers")
     return spec, load_manifest(), []
 

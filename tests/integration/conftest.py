@@ -10,9 +10,11 @@ import shutil
 
 import pytest
 
-from dapo_sim.fleet import SimFleet
+from dapo_sim.fleet import SIM_INVENTORY_DIR, SimFleet
 
 pytestmark = pytest.mark.sim
+# dapo-ops commands without -i read the simulated fleet's inventory, as `dapo-sim up` tells an operator to set
+os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))
 
 
 def _missing() -> str | None:

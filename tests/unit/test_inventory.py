@@ -1,3 +1,4 @@
+import configparser
 from pathlib import Path
 
 import pytest
@@ -200,8 +201,36 @@ def test_a_templated_dapo_value_is_refused_naming_host_and_variable(tmp_path, va
 
 
 def test_ansible_reads_yaml_and_ini_inventories_only():
-    import configparser
-
     config = configparser.ConfigParser()
     config.read(INVENTORY_DIR.parent / "ansible.cfg")
     assert [p.strip() for p in config["inventory"]["enable_plugins"].split(",")] == ["yaml", "ini"]
+
+
+def test_without_i_the_inventory_is_dapo_ops_or_ansibles_configured_one_else_a_clear_error(tmp_path, monkeypatch):
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.inventory import resolve_inventory
+
+    for name in ("DAPO_OPS_INVENTORY", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)   # no ansible.cfg here, none of the checkout's
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if not Path("/etc/ansible/ansible.cfg").exists():
+        with pytest.raises(InventoryError, match=r"no inventory: pass -i INVENTORY, or set DAPO_OPS_INVENTORY"):
+            resolve_inventory(None)
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ninventory = /srv/site/inventory\n")
+    assert resolve_inventory(None) == Path("/srv/site/inventory")
+    monkeypatch.setenv("ANSIBLE_INVENTORY", "/srv/other")
+    assert resolve_inventory(None) == Path("/srv/other")
+    monkeypatch.setenv("ANSIBLE_INVENTORY", "/srv/a,/srv/b")
+    with pytest.raises(InventoryError, match="configured with 2 inventories"):
+        resolve_inventory(None)
+    monkeypatch.setenv("DAPO_OPS_INVENTORY", "/srv/mine")
+    assert resolve_inventory(None) == Path("/srv/mine")
+    assert resolve_inventory("inventory/x") == Path("inventory/x")
+
+
+def test_the_checkout_configures_no_inventory():
+    """The product has no default inventory, least of all the simulator's."""
+    config = configparser.ConfigParser()
+    config.read(INVENTORY_DIR.parent / "ansible.cfg")
+    assert "inventory" not in config["defaults"]

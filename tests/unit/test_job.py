@@ -426,9 +426,8 @@ def test_a_list_of_data_files_validates_and_reaches_verl_as_a_list(tmp_path):
 
 
 def test_validate_needs_no_inventory_when_the_spec_pins_its_npus(tmp_path, monkeypatch):
-    import dapo_ops.paths
-
-    monkeypatch.setattr(dapo_ops.paths, "SIM_INVENTORY_DIR", tmp_path / "no-fleet")
+    for name in ("DAPO_OPS_INVENTORY", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
     pinned = tmp_path / "pinned.yaml"
     pinned.write_text(yaml.safe_dump(mutate("cluster.npus_per_node", 16)(seed())))
     result = cli("validate", str(pinned), "--json")
