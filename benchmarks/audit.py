@@ -10,6 +10,7 @@ emulated npu-smi/hccn_tool work competes with the others; on a real fleet that w
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -19,10 +20,12 @@ from dapo_ops.audit.collect import collection_script, node_context
 from dapo_ops.inventory import load_inventory
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 
 sys.path.insert(0, str(PROJECT_ROOT))  # the tests' stand-in Python stack
 from tests.integration.helpers import standin_stack_env  # noqa: E402
+
+os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
 
 BIN = Path(sys.executable).parent
 
@@ -55,7 +58,7 @@ def main() -> None:
     print(f"bringing up {args.nodes} provisioned simulated nodes ...", flush=True)
     fleet.up(FleetSpec(nodes=args.nodes, npus_per_node=args.npus_per_node, provisioned=True))
     # the Python stack the live probe imports (stand-in wheels and the lock's metadata, as the audit's tests use)
-    standin_stack_env({h.name: h for h in load_inventory().hosts})
+    standin_stack_env({h.name: h for h in load_inventory(SIM_INVENTORY_DIR).hosts})
     audit = [str(BIN / "dapo-ops"), "audit", "--json", "--max-parallel", "32"]
     timed(audit)  # warm every node's emulated-tool cache, as any later audit finds it
     one, r1 = timed(audit + ["--limit", "node1"])
@@ -63,7 +66,7 @@ def main() -> None:
     for result in (r1, rn):
         if result.returncode != 0:
             sys.exit(f"audit failed: {result.stderr[-2000:]}")
-    hosts = load_inventory().hosts
+    hosts = load_inventory(SIM_INVENTORY_DIR).hosts
     ssh_floor(hosts)  # warm the nodes' sshd, as the warm-up audit did
     floor_one, floor = ssh_floor(hosts[:1]), ssh_floor(hosts)
     script = collection_script(node_context({}, manifest.platform["install_path"]), args.npus_per_node)

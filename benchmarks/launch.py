@@ -13,6 +13,7 @@ process, so the goal is judged on the first; the second shows what starting 32 P
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import statistics
 import subprocess
@@ -25,8 +26,10 @@ from dapo_ops.inventory import load_inventory
 from dapo_ops.job.spec import load_spec
 from dapo_ops.layout import node_layout
 from dapo_ops.paths import PROJECT_ROOT
-from dapo_sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 from dapo_sim.stage import job_files
+
+os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
 
 BIN = Path(sys.executable).parent
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
@@ -96,7 +99,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     provisioned_fleet()
-    head, worker = load_inventory().hosts[:2]
+    head, worker = load_inventory(SIM_INVENTORY_DIR).hosts[:2]
     bare, audited, unaudited = [], [], []
     for round_ in range(args.rounds):
         bare.append(bare_sequence(head, worker))

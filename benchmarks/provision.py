@@ -6,6 +6,7 @@ Prints both run times, the changed counts and the ratio (goals: second run chang
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -13,7 +14,9 @@ from pathlib import Path
 
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.recap import parse_recap
-from dapo_sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
+
+os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
 
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 

@@ -7,9 +7,12 @@ Prints the measured bring-up and teardown times and the ratio to the goal; leave
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-from dapo_sim.fleet import FleetSpec, SimFleet
+from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
+
+os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
 
 GOAL_SECONDS = 60.0
 
