@@ -13,15 +13,17 @@ from dapo_ops.launch.rehearsal import backend_for
 from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
 from dapo_ops.model.timeouts import step_timeouts
 from dapo_ops.model.values import ansible_bool
+from dapo_ops.manifest import is_sha256, load_manifest
 from dapo_ops.model.variables import (
-    ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK, HCCL_IFNAME,
-    HCCL_IP, LAUNCH_TIMEOUTS, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE, REHEARSAL_BACKEND,
-    RUN_FENCE_NIC)
+    ARTIFACT_DIGESTS, ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK,
+    HCCL_IFNAME, HCCL_IP, LAUNCH_TIMEOUTS, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE,
+    REHEARSAL_BACKEND, RUN_FENCE_NIC)
 from dapo_ops.ray_ports import ray_ports
 
 ARTIFACT_SOURCES = (ARTIFACT_URL.name, ARTIFACT_DIR.name)
 # every variable the checks read (Ansible hands over only these: templating all hostvars could fail elsewhere)
-CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOURCES, HCCL_IFNAME.name,
+CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOURCES, ARTIFACT_DIGESTS.name,
+                HCCL_IFNAME.name,
                 HCCL_IP.name, REHEARSAL_BACKEND.name, REBOOT_BATCH_SIZE.name, "hccl_network_enabled",
                 DEVICE_IPS.name, DEVICE_NETMASK.name, DEVICE_GATEWAY.name, DEVICE_NETDETECT.name,
                 STANDINS_VARIABLE, RAY_PORTS.name, LAUNCH_TIMEOUTS.name, RAY_FIREWALL.name, RUN_FENCE_NIC.name,
@@ -44,6 +46,26 @@ def _artifact_source(hostvars: dict) -> list[str]:
             + ("; both are set" if given else "")]
 
 
+def _artifact_digests(hostvars: dict) -> list[str]:
+    """Every installer the manifest pins has a sha256, from the manifest or the inventory, and only one."""
+    given = hostvars.get(ARTIFACT_DIGESTS.name) or {}
+    if not isinstance(given, dict):
+        return [f"{ARTIFACT_DIGESTS} must be a mapping of artifact -> sha256, got {given!r}"]
+    artifacts = load_manifest().artifacts
+    problems = [f"{ARTIFACT_DIGESTS}.{key}: not an installer the stack manifest pins ({', '.join(artifacts)})"
+                for key in given if key not in artifacts]
+    problems += [f"{ARTIFACT_DIGESTS}.{key}: {value!r} is not a sha256 hex digest" for key, value in given.items()
+                 if key in artifacts and not is_sha256(value)]
+    for key, artifact in artifacts.items():
+        if artifact.sha256 is None and key not in given:
+            problems.append(f"no sha256 for {artifact.file}: the stack manifest has none, so set "
+                            f"{ARTIFACT_DIGESTS}.{key} to the sha256 the vendor publishes for it")
+        elif artifact.sha256 is not None and key in given and given[key] != artifact.sha256:
+            problems.append(f"{ARTIFACT_DIGESTS}.{key} is not the sha256 the stack manifest pins for "
+                            f"{artifact.file} ({artifact.sha256})")
+    return problems
+
+
 def _positive_int(hostvars: dict, name: str) -> list[str]:
     value = hostvars.get(name)
     if value is None:
@@ -64,7 +86,7 @@ def _launch_problems(hostvars: dict) -> list[str]:
 
 def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[str]:
     """Every problem of one host's variables, each naming the variable; the job commands (provisioning=False) leave
-    out what only the playbook reads (the artifact source, the reboot batch size)."""
+    out what only the playbook reads (the artifact source and digests, the reboot batch size)."""
     host = HostSpec(name, str(hostvars.get("ansible_host", name)), known_hosts=None, vars=hostvars)  # type: ignore[arg-type]
     problems = [f"{old} is now called {new} (rename it in the inventory)" for old, new in RENAMED_VARS.items()
                 if old in hostvars and new not in hostvars]
@@ -74,7 +96,8 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[
     problems += _named_error(backend_for, hostvars) + _named_error(import_standins, hostvars)
     problems += _launch_problems(hostvars)
     if provisioning:
-        problems += _artifact_source(hostvars) + _positive_int(hostvars, REBOOT_BATCH_SIZE.name)
+        problems += _artifact_source(hostvars) + _artifact_digests(hostvars)
+        problems += _positive_int(hostvars, REBOOT_BATCH_SIZE.name)
     return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once
 
 

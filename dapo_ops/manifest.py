@@ -24,7 +24,7 @@ class Artifact:
     component: str
     version: str
     file: str
-    sha256: str
+    sha256: str | None                   # None: not known; the inventory gives it (variables.ARTIFACT_DIGESTS)
     version_file: str | None
     version_info: dict[str, str]
     version_key: str | None = None       # which key of version_file holds `version`
@@ -146,6 +146,10 @@ class StackManifest:
                                    self.artifact("cann_toolkit").version_info)
 
 
+def is_sha256(text: object) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 def _require(mapping: Any, key: str, where: str) -> Any:
     if not isinstance(mapping, dict) or key not in mapping or mapping[key] in (None, ""):
         raise ManifestError(f"stack manifest: {where}.{key} is missing")
@@ -247,8 +251,10 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
     raw_artifacts = _require(data, "artifacts", "")
     for key in ARTIFACT_KEYS:
         item = _require(raw_artifacts, key, "artifacts")
-        sha = str(_require(item, "sha256", f"artifacts.{key}"))
-        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        if not isinstance(item, dict) or "sha256" not in item:
+            raise ManifestError(f"stack manifest: artifacts.{key}.sha256 is missing (null where it is not known)")
+        sha = None if item["sha256"] is None else str(item["sha256"])
+        if sha is not None and not is_sha256(sha):
             raise ManifestError(f"{source}: artifacts.{key}.sha256 is not a sha256 hex digest")
         artifacts[key] = Artifact(
             key=key,

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from dapo_ops.manifest import StackManifest
-from dapo_sim import mirror, node, repos
+from dapo_sim import artifacts, mirror, node, repos
 from dapo_sim.wheels import STANDIN_PACKAGES
 from dapo_sim.netns import BRIDGE_IP, DATA_NIC
 from dapo_sim.proc import run
@@ -65,6 +65,8 @@ def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *,
                 "dapo_known_hosts": str(known_hosts),
                 "dapo_npus_per_node": npus_per_node,
                 "dapo_artifact_url": f"{mirror_url}/artifacts",
+                # the stand-in installers' digests (the manifest has the real files', where they are known)
+                "dapo_artifact_digests": artifacts.pinned_digests(manifest),
                 "dapo_pip_index_url": f"{mirror_url}/simple",
                 "dapo_pip_trusted_host": BRIDGE_IP,
                 "dapo_git_base_url": f"{mirror_url}/git",

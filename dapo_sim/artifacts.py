@@ -125,30 +125,20 @@ def write_pinned(manifest: StackManifest, directory: Path) -> dict[str, Path]:
     return paths
 
 
+def pinned_digests(manifest: StackManifest) -> dict[str, str]:
+    """The sha256 of each stand-in installer for the manifest's artifacts: what the simulated inventory gives as
+    dapo_artifact_digests (the manifest records the real files' digests, where they are known)."""
+    return {key: digest(build(package)) for key, package in pinned_packages(manifest).items()}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the digests the manifest must pin; --update-manifest rewrites them (after changing a stand-in)."""
-    import re
-    import sys
-
+    """Print the stand-in installers' digests."""
     from dapo_ops.manifest import load_manifest
-    from dapo_ops.paths import STACK_MANIFEST
 
-    update = "--update-manifest" in (sys.argv[1:] if argv is None else argv)
     manifest = load_manifest()
-    text = STACK_MANIFEST.read_text()
-    stale = 0
-    for key, package in pinned_packages(manifest).items():
-        actual = digest(build(package))
-        ok = actual == manifest.artifact(key).sha256
-        stale += not ok
-        print(f"{key:16} {actual}  {package.file}  {'ok' if ok else 'MANIFEST DIFFERS'}")
-        pattern = re.compile(rf"(file: {re.escape(package.file)}\n\s+sha256: )[0-9a-f]{{64}}")
-        text = pattern.sub(lambda m: m.group(1) + actual, text)
-    if update and stale:
-        STACK_MANIFEST.write_text(text)
-        print(f"updated {stale} digest(s) in {STACK_MANIFEST}")
-        return 0
-    return 1 if stale else 0
+    for key, sha in pinned_digests(manifest).items():
+        print(f"{key:16} {sha}  {manifest.artifact(key).file}")
+    return 0
 
 
 if __name__ == "__main__":

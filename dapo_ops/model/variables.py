@@ -59,6 +59,9 @@ ARTIFACT_URL = _declare(ARTIFACTS, "dapo_artifact_url", "URL", "none",
 ARTIFACT_DIR = _declare(ARTIFACTS, "dapo_artifact_dir", "path on the controller", "none",
                         "Or: a directory on the controller holding them, copied to the nodes.",
                         "artifact; validate")
+ARTIFACT_DIGESTS = _declare(ARTIFACTS, "dapo_artifact_digests", "mapping artifact key -> sha256", "the manifest's",
+                            "The installers' sha256 where the stack manifest has none (from the vendor's download "
+                            "page); a file with a digest from neither is never installed.", "artifact; validate")
 
 PIP_INDEX_URL = _declare(PYTHON, "dapo_pip_index_url", "URL", "PyPI",
                          "The package index the nodes' pip uses (an air-gapped site's mirror).",

@@ -10,8 +10,10 @@ import yaml
 
 from dapo_ops.paths import PROJECT_ROOT
 
+DIGESTS = {key: f"{n:064x}" for n, key in enumerate(
+    ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer"), 1)}
 GOOD = {"ansible_host": "192.0.2.11", "dapo_npus_per_node": 8, "dapo_artifact_url": "http://mirror/ascend",
-        "dapo_hccl_ifname": "enp189s0f0"}
+        "dapo_hccl_ifname": "enp189s0f0", "dapo_artifact_digests": DIGESTS}
 
 
 def with_(**changes):

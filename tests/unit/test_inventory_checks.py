@@ -5,8 +5,10 @@ import pytest
 
 from dapo_ops.inventory_checks import fleet_problems, host_problems
 
+DIGESTS = {key: f"{n:064x}" for n, key in enumerate(
+    ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer"), 1)}
 GOOD = {"ansible_host": "192.0.2.11", "dapo_npus_per_node": 8, "dapo_artifact_url": "http://mirror/ascend",
-        "dapo_hccl_ifname": "enp189s0f0"}
+        "dapo_hccl_ifname": "enp189s0f0", "dapo_artifact_digests": DIGESTS}
 
 
 def with_(**changes):
@@ -31,6 +33,10 @@ def test_a_good_host_has_no_problem():
     (with_(dapo_rehearsal_backend="nccl"), "dapo_rehearsal_backend: 'nccl' is not one of hccl, gloo, tcp"),
     (with_(dapo_reboot_batch_size=0), "dapo_reboot_batch_size is 0, not a positive whole number"),
     (with_(dapo_import_standins="torch"), "dapo_import_standins must be a list of distribution names"),
+    (with_(dapo_artifact_digests=None), "no sha256 for Ascend-hdk-910b-npu-driver_"),
+    (with_(dapo_artifact_digests={**DIGESTS, "driver": "abc"}), "dapo_artifact_digests.driver: 'abc' is not a sha256"),
+    (with_(dapo_artifact_digests={**DIGESTS, "drvier": "0" * 64}), "dapo_artifact_digests.drvier: not an installer"),
+    (with_(dapo_artifact_digests=["0" * 64]), "dapo_artifact_digests must be a mapping of artifact -> sha256"),
     (with_(dapo_ray_ports={"gcs": "6379-6380"}), "dapo_ray_ports.gcs: '6379-6380' must be one port, not a range"),
     (with_(dapo_ray_ports={"nonsense": 1}), "dapo_ray_ports.nonsense: not one of Ray's ports"),
     (with_(dapo_launch_timeouts={"stop": 1}), "dapo_launch_timeouts.stop: 1 is not a whole number of seconds"),
@@ -60,3 +66,22 @@ def test_the_npu_network_plan_is_checked_across_the_hosts_that_configure_it():
 def test_the_launch_switches_take_ansibles_booleans():
     for value in (True, False, "yes", "no", "on", "off", "true", "False", 1, 0):
         assert host_problems("n1", with_(dapo_ray_firewall=value, dapo_run_fence_nic=value, dapo_ray_tls=value)) == []
+
+
+def test_the_job_commands_need_no_installer_digests():
+    assert host_problems("n1", with_(dapo_artifact_digests=None), provisioning=False) == []
+
+
+def test_a_digest_the_manifest_pins_may_not_be_overridden(monkeypatch):
+    import dataclasses
+
+    from dapo_ops import inventory_checks
+    from dapo_ops.manifest import load_manifest
+
+    real = load_manifest()
+    pinned = dataclasses.replace(real, artifacts={**real.artifacts, "driver": dataclasses.replace(
+        real.artifacts["driver"], sha256="f" * 64)})
+    monkeypatch.setattr(inventory_checks, "load_manifest", lambda: pinned)
+    problems = host_problems("n1", GOOD)
+    assert any("dapo_artifact_digests.driver is not the sha256 the stack manifest pins" in p for p in problems)
+    assert host_problems("n1", with_(dapo_artifact_digests={k: v for k, v in DIGESTS.items() if k != "driver"})) == []

@@ -34,6 +34,7 @@ def test_pinned_driver_firmware_toolkit_agree(manifest):
     (lambda d: d.update(schema=2), "unsupported schema"),
     (lambda d: d["artifacts"].pop("firmware"), "artifacts.firmware is missing"),
     (lambda d: d["artifacts"]["driver"].update(sha256="abc"), "not a sha256"),
+    (lambda d: d["artifacts"]["driver"].pop("sha256"), r"driver.sha256 is missing \(null where it is not known\)"),
     (lambda d: d["python"].pop("packages"), "python.packages is missing"),
     (lambda d: d["sources"]["verl"].pop("ref"), "sources.verl.ref is missing"),
 ])
@@ -98,3 +99,11 @@ def test_a_version_key_missing_from_the_version_info_is_refused():
     del data["artifacts"]["driver"]["version_key"]
     with pytest.raises(ManifestError, match="artifacts.driver has a version_file but no version_key"):
         parse_manifest(data, "m.yml")
+
+
+def test_a_digest_is_recorded_or_null_never_made_up(manifest):
+    """The manifest records a vendor file's sha256 only where it was read off the real file; none was here."""
+    data = yaml.safe_load(STACK_MANIFEST.read_text())
+    data["artifacts"]["driver"]["sha256"] = "a" * 64
+    assert parse_manifest(data).artifact("driver").sha256 == "a" * 64
+    assert all(a.sha256 is None for a in manifest.artifacts.values())
