@@ -3,10 +3,10 @@
 
 The installer is pinned by sha256 (the manifest's, or the inventory's where it has none); its base environment
 records the Python package it installed (PREFIX/conda-meta/python-<version>-<build>.json, with the package file's
-sha256 and md5, as conda writes every
-installed record: conda 24.7.1 conda/core/prefix_data.py, conda/models/records.py PrefixRecord). That record is the
-interpreter's pin, on every path: offline from the installer's package cache, or from a channel mirror
-(`dapo_conda_channel`), which must serve that very file (a mirror of the installer's channel, pkgs/main).
+sha256 and md5, as conda writes every installed record: conda 24.7.1 conda/core/prefix_data.py,
+conda/models/records.py PrefixRecord). That record is the interpreter's pin, on every path: offline from the
+installer's package cache, or from a channel mirror (`dapo_conda_channel`), which must serve that very file (a
+mirror of the installer's channel, pkgs/main).
 """
 
 from __future__ import annotations
