@@ -9,16 +9,7 @@ from pathlib import Path
 import yaml
 
 from dapo_ops.paths import PROJECT_ROOT
-
-DIGESTS = {key: f"{n:064x}" for n, key in enumerate(
-    ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer"), 1)}
-GOOD = {"ansible_host": "192.0.2.11", "dapo_npus_per_node": 8, "dapo_artifact_url": "http://mirror/ascend",
-        "dapo_hccl_ifname": "enp189s0f0", "dapo_artifact_digests": DIGESTS}
-
-
-def with_(**changes):
-    merged = dict(GOOD, **changes)
-    return {k: v for k, v in merged.items() if v is not None}
+from tests.unit.test_inventory_checks import GOOD, with_
 
 
 def run_playbook(tmp_path: Path, hosts: dict) -> subprocess.CompletedProcess:
