@@ -14,6 +14,7 @@ from rich.text import Text
 from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, model_config_option, require_positive
 from dapo_ops.cli.output import Output, StepPrinter, as_dict
 from dapo_ops.errors import DapoError, UsageError
+from dapo_ops.model.run import RunState
 
 
 def run_context(run: str | None, inventory: Path | None):
@@ -66,7 +67,7 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
     options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only,
                             model_config=model_config)
     record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
-    if record.state == "rehearsed":
+    if record.state == RunState.REHEARSED:
         out.success(f"{record.run_id}: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
                  "nothing submitted")
     else:
@@ -95,7 +96,7 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
     out = Output(as_json)
     record, inv, head = run_context(run, inventory)
     job, lost = None, {}
-    if record.state == "running":
+    if record.state == RunState.RUNNING:
         health = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note)
         job, lost = health.job, health.lost
     elif needs_ray_status(record):
@@ -105,7 +106,7 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
              (f" — {record.reason}" if record.reason else ""))
     out.document(dict(as_dict(record), ray_job_status=job))
-    if record.state == "failed" or lost:
+    if record.state == RunState.FAILED or lost:
         raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
 
 
@@ -132,20 +133,20 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
     out = Output(False)
     require_positive(interval=interval)
     record, inv, _ = run_context(run, inventory)
-    if record.state != "running":
+    if record.state != RunState.RUNNING:
         raise UsageError(f"run {record.run_id} is {record.state}, not running: nothing to watch")
     by_name = _run_hosts(record, inv)
     last = None
-    while record.state == "running":
+    while record.state == RunState.RUNNING:
         health = watch_once(record, by_name, on_node_loss, out.note)
         line = f"{record.run_id}: {record.state}, Ray job {health.job or '?'}" + (
             f", lost: {', '.join(sorted(health.lost))}" if health.lost else f", {len(record.nodes)} node(s) healthy")
         if line != last:
             out.note(line)
             last = line
-        if record.state == "running":
+        if record.state == RunState.RUNNING:
             time.sleep(interval)
-    if record.state != "succeeded":
+    if record.state != RunState.SUCCEEDED:
         raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
     out.success(f"{record.run_id}: succeeded")
 

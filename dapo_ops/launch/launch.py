@@ -30,6 +30,7 @@ from dapo_ops.launch import teardown
 from dapo_ops.launch.teardown import sweep_dead_runs
 from dapo_ops.model.timeouts import DEFAULT_TIMEOUTS, INVENTORY_VAR as TIMEOUTS_VAR, bring_up_limit, step_timeouts
 from dapo_ops.manifest import StackManifest
+from dapo_ops.model.run import RunState
 
 # The bring-up limit of a lock that does not record its own (timeouts.bring_up_limit of the defaults).
 BRING_UP_LIMIT = bring_up_limit(DEFAULT_TIMEOUTS, rehearsal.Timeouts().total)
@@ -67,9 +68,9 @@ def failing_as(record: RunRecord, what: str | None = None) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if record.state != "failed":
+        if record.state != RunState.FAILED:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-            record.mark("failed", f"{what}: {reason}" if what and reason != "interrupted" else reason)
+            record.mark(RunState.FAILED, f"{what}: {reason}" if what and reason != "interrupted" else reason)
         raise
 
 
@@ -107,7 +108,7 @@ class _Launch:
             record.save()
             if report.errors and not options.force:
                 reason = "; ".join(f"{f.host}: {f.message}" for f in report.errors[:5])
-                record.mark("failed", f"audit found {len(report.errors)} error(s): {reason}")
+                record.mark(RunState.FAILED, f"audit found {len(report.errors)} error(s): {reason}")
                 raise DapoError(f"audit found {len(report.errors)} error(s) on the chosen nodes (use --force to "
                                 f"launch anyway): {reason}")
             step.done(f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
@@ -123,7 +124,7 @@ class _Launch:
                 locks.acquire(self.hosts, record.run_id,
                               bring_up_limit(self.timeouts, rehearsal.Timeouts().total))
             except locks.ClusterLocked as exc:
-                record.mark("failed", f"locked by {exc.holder.describe()}")
+                record.mark(RunState.FAILED, f"locked by {exc.holder.describe()}")
                 raise DapoError(locks.describe_refusal(exc, self.hosts, BRING_UP_LIMIT)) from None
             step.done(f"held by run {record.run_id} on {len(self.hosts)} node(s)")
 
@@ -211,7 +212,7 @@ class _Launch:
                 errors = teardown.tear_down(self.hosts, record.run_id, record.node_dir, self.timeouts["stop"],
                                             note=self.steps.note)
             if errors:
-                record.mark("failed", f"{record.reason} ({teardown.left_on(errors, record.run_id)})")
+                record.mark(RunState.FAILED, f"{record.reason} ({teardown.left_on(errors, record.run_id)})")
             if isinstance(exc, KeyboardInterrupt):
                 raise DapoError("launch interrupted; what was started has been torn down" + (
                     f", but for Ray on {', '.join(sorted(errors))} (`dapo-ops stop {record.run_id}` retries)"
@@ -243,7 +244,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
                        head_address=nodes[0].ip, dashboard=dashboard_url(spec),
                        node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
                        launcher=this_launcher())
-    record.mark("created")
+    record.mark(RunState.CREATED)
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 
 
@@ -256,7 +257,7 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
     run.lock()
     with run.torn_down_on_failure():
         run.push(job_file)
-        run.record.mark("starting")
+        run.record.mark(RunState.STARTING)
         run.stop_leftovers()
         run.check_ports()
         run.start_ray()
@@ -264,10 +265,10 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         run.rehearse()
         if options.rehearse_only:
             run.tear_down_rehearsal()
-            run.record.mark("rehearsed")
+            run.record.mark(RunState.REHEARSED)
             return run.record
         run.submit()
-    run.record.mark("running")
+    run.record.mark(RunState.RUNNING)
     return run.record
 
 

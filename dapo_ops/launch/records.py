@@ -10,14 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dapo_ops.clock import utc_compact, utc_now
-from dapo_ops.errors import UsageError
+from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.files import write_text
 from dapo_ops.job.render import RAY_TOKEN_NAME
 from dapo_ops.launch.locks import process_start
+from dapo_ops.model.run import IN_FLIGHT, RunState, may_move
 from dapo_ops.paths import PROJECT_ROOT
 
 RUNS_DIR = Path(os.environ.get("DAPO_OPS_RUNS_DIR") or PROJECT_ROOT / "runs" / "launch")
-TERMINAL = ("succeeded", "failed", "stopped", "rehearsed")
 
 
 @dataclass
@@ -29,7 +29,7 @@ class RunRecord:
     head_address: str
     dashboard: str
     node_dir: str                               # the run's directory on every node
-    state: str = "created"                      # created, starting, running, succeeded, failed, stopped, rehearsed
+    state: str = RunState.CREATED               # a RunState (dapo_ops/model/run.py), stored as its string
     reason: str | None = None
     submission_id: str | None = None
     stack: dict = field(default_factory=dict)   # what the audit saw per node
@@ -48,7 +48,9 @@ class RunRecord:
         return f"{self.node_dir}/{RAY_TOKEN_NAME}"
 
     def mark(self, state: str, reason: str | None = None) -> None:
-        self.state = state
+        if not may_move(self.state, state):
+            raise DapoError(f"run {self.run_id} is {self.state}: it cannot become {state}")
+        self.state = RunState(state)
         if reason is not None:
             self.reason = reason
         self.timestamps[state] = utc_now()
@@ -72,14 +74,14 @@ def reap(record: RunRecord) -> RunRecord:
     """A run still `created` or `starting` whose launcher (on this controller) is gone — killed with SIGKILL, or
     crashed — is marked failed, with the clean-up to run when it had touched Ray."""
     launcher = record.launcher or {}
-    if record.state not in ("created", "starting") or launcher.get("host") != socket.gethostname():
+    if record.state not in IN_FLIGHT or launcher.get("host") != socket.gethostname():
         return record
     started = process_start(int(launcher.get("pid") or 0))
     if started is not None and started == launcher.get("pid_start"):
         return record
     cleanup = (f"; `dapo-ops stop {record.run_id}` stops what it started and frees its nodes"
-               if "starting" in record.timestamps else "")
-    record.mark("failed", f"its launcher (pid {launcher.get('pid')}) was killed before the launch ended{cleanup}")
+               if RunState.STARTING in record.timestamps else "")
+    record.mark(RunState.FAILED, f"its launcher (pid {launcher.get('pid')}) was killed before the launch ended{cleanup}")
     return record
 
 
@@ -112,15 +114,15 @@ def latest_run() -> RunRecord:
     return runs[-1]
 
 
-RAY_TERMINAL = {"SUCCEEDED": "succeeded", "FAILED": "failed", "STOPPED": "stopped"}
+RAY_TERMINAL = {"SUCCEEDED": RunState.SUCCEEDED, "FAILED": RunState.FAILED, "STOPPED": RunState.STOPPED}
 
 
 def reconcile(record: RunRecord, ray_job_status: str | None) -> None:
     """A running run whose Ray job has ended takes the job's end state (and records it)."""
-    if record.state == "running" and ray_job_status in RAY_TERMINAL:
+    if record.state == RunState.RUNNING and ray_job_status in RAY_TERMINAL:
         record.mark(RAY_TERMINAL[ray_job_status],
                     None if ray_job_status == "SUCCEEDED" else f"Ray reports the job {ray_job_status}")
 
 
 def needs_ray_status(record: RunRecord) -> bool:
-    return bool(record.submission_id) and record.state in ("running", "succeeded")
+    return bool(record.submission_id) and record.state in (RunState.RUNNING, RunState.SUCCEEDED)

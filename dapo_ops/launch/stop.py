@@ -7,10 +7,11 @@ from dapo_ops.inventory import Inventory
 from dapo_ops.launch import cluster, teardown
 from dapo_ops.launch.records import RunRecord
 from dapo_ops.layout import node_layout
+from dapo_ops.model.run import RunState
 
 
 def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
-    if "starting" not in record.timestamps:  # the launch never got as far as touching Ray
+    if RunState.STARTING not in record.timestamps:  # the launch never got as far as touching Ray
         raise UsageError(f"run {record.run_id} is {record.state}" + (f" ({record.reason})" if record.reason else "") +
                          ": it holds no Ray cluster, nothing to stop")
     by_name = {h.name: h for h in inventory.hosts}
@@ -20,7 +21,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     hosts = [by_name[n] for n in record.nodes]
     head = by_name[record.head]
     ray = {h.name: node_layout(h.vars).ray for h in hosts}
-    if record.submission_id and record.state == "running":  # an ended run's job is over (and its head may be down)
+    if record.submission_id and record.state == RunState.RUNNING:  # an ended run's job is over (and its head may be down)
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)
     say(f"stopping Ray on {', '.join(record.nodes)}")
@@ -28,6 +29,6 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     if errors:  # those nodes keep the lock, the token and the firewall table: a later stop finishes the job
         record.mark(record.state, teardown.left_on(errors, record.run_id))
         raise DapoError(teardown.left_on(errors, record.run_id))
-    if record.state not in ("failed", "rehearsed"):
-        record.mark("stopped")
+    if record.state not in (RunState.FAILED, RunState.REHEARSED):
+        record.mark(RunState.STOPPED)
     return record

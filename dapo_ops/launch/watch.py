@@ -16,6 +16,7 @@ from dapo_ops.job.render import firewall_table
 from dapo_ops.launch import cluster, locks, teardown
 from dapo_ops.launch.records import RunRecord, reconcile
 from dapo_ops.layout import node_layout
+from dapo_ops.model.run import RunState
 
 ON_NODE_LOSS = ("stop", "keep")
 FENCE_MARK = "DAPO-FENCE "
@@ -127,7 +128,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
         record.reason = f"{reason} (kept running: --on-node-loss keep)"
         record.save()
         return
-    record.mark("failed", reason)
+    record.mark(RunState.FAILED, reason)
     rest = [by_name[n] for n in record.nodes if n not in lost]
     head = by_name[record.head]
     if record.head not in lost and record.submission_id:
@@ -140,7 +141,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
     say(f"stopping Ray on {', '.join(h.name for h in rest) or 'no node'}")
     errors = teardown.tear_down(rest, record.run_id, record.node_dir, teardown.stop_timeout(rest or [head]))
     left = sorted(lost) + sorted(errors)
-    record.mark("failed", f"{reason} (stopped on the rest; Ray and the lock left on {', '.join(left)}: "
+    record.mark(RunState.FAILED, f"{reason} (stopped on the rest; Ray and the lock left on {', '.join(left)}: "
                           f"`dapo-ops stop {record.run_id}` retries)")
 
 
@@ -151,11 +152,11 @@ def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: st
         note = fence_note(node, fence)
         if note:
             say(note)
-    if health.lost and record.state == "running":
+    if health.lost and record.state == RunState.RUNNING:
         handle_loss(record, by_name, health.lost, on_node_loss, say)
     elif health.job is not None:
         reconcile(record, health.job)
-        if record.state != "running":  # the job is over: its API keys leave the nodes now, not at `stop`
+        if record.state != RunState.RUNNING:  # the job is over: its API keys leave the nodes now, not at `stop`
             hosts = [by_name[n] for n in record.nodes]
             failed = {h: e for h, e in teardown.forget_job_secrets(hosts, record.run_id).items() if e}
             if failed:

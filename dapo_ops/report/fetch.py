@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dapo_ops.errors import UsageError
 from dapo_ops.files import make_dirs
+from dapo_ops.model.run import RunState
 
 CONSOLE_NAME, JSONL_NAME = "console.log", "metrics.jsonl"
 
@@ -91,7 +92,7 @@ def job_ended(record, inventory) -> bool:
     from dapo_ops.launch.records import RAY_TERMINAL
     from dapo_ops.layout import node_layout
 
-    if record.state != "running" or not record.submission_id:
+    if record.state != RunState.RUNNING or not record.submission_id:
         return True
     head = _run_hosts(record, inventory)[0]
     status = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
