@@ -13,7 +13,7 @@ import re
 import shlex
 
 from dapo_ops.errors import DapoError, InventoryError
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
 from dapo_ops.model.variables import HCCL_IFNAME, HCCL_IP
 
 NIC_VAR = HCCL_IFNAME.name
@@ -51,7 +51,7 @@ def address_command(nic: str) -> str:
     return f"ip -4 -o addr show dev {shlex.quote(nic)}"
 
 
-def read_addresses(hosts: list[HostSpec], timeout: float = 30) -> dict[str, str]:
+def read_addresses(hosts: list[HostSpec], timeout: float = QUICK) -> dict[str, str]:
     """Host name -> the IPv4 address of its HCCL NIC: the inventory's `HCCL_IP`, else read on the node over
     SSH (host keys verified). A node that cannot be asked fails with its name; a NIC without an address, or an
     inventory address the NIC does not carry, is an inventory mistake."""

@@ -129,7 +129,14 @@ def run(conn: Connection, host: HostSpec, command: str, timeout: float) -> Comma
     return CommandResult(host.name, command, result.exited, result.stdout, result.stderr, time.monotonic() - started)
 
 
-def run_on(host: HostSpec, command: str, timeout: float = 60) -> CommandResult:
+# How long one command over SSH may take, by what it does (seconds); every caller names one of these.
+PROBE = 15       # a look at a running run's node (watch, every few seconds)
+QUICK = 30       # read or write a few files, a pgrep, an nft call, a lock
+COMMAND = 60     # stop Ray, run a script, a Ray CLI call
+TRANSFER = 120   # copy a log back, submit a job
+
+
+def run_on(host: HostSpec, command: str, timeout: float = COMMAND) -> CommandResult:
     """Connect, run one command, close. An unreachable host becomes a result with `error` set."""
     started = time.monotonic()
     try:

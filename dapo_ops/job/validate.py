@@ -23,6 +23,7 @@ from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
 from dapo_ops.job.verl_checks import verl_checks
 from dapo_ops.manifest import StackManifest
+from dapo_ops.fleet.ssh import QUICK
 
 PROJECT_RECIPE = Path(__file__).parent / "recipe"
 
@@ -74,7 +75,7 @@ def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSour
 
     verl = manifest.source("verl")
     remote = f"{node_layout(head.vars).src_root}/{verl.dir}/{verl.extra['recipe_config']}"
-    result = run_on(head, f"cat {shlex.quote(remote)}", timeout=30)
+    result = run_on(head, f"cat {shlex.quote(remote)}", timeout=QUICK)
     if result.failure is not None:
         raise SSHError(result.error)
     if result.exit_code != 0:

@@ -12,7 +12,7 @@ import time
 from urllib.parse import urlsplit
 
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import Failure, HostSpec, connect, fan_out, run_on
+from dapo_ops.fleet.ssh import COMMAND, Failure, HostSpec, QUICK, TRANSFER, connect, fan_out, run_on
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RUNS_ROOT, file_mode, node_dir  # noqa: F401
 from dapo_ops.launch.teardown import (DROP_RUN_TABLES, RAY_SURVIVED_EXIT, leave_command, ray_stop,  # noqa: F401
                                       stopped)
@@ -47,14 +47,14 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], private: di
     netrc), each created 0600 before a byte is written."""
     conn = connect(host)
     try:
-        conn.run(f"umask 022 && mkdir -p {shlex.quote(node_dir)}", hide=True, timeout=30)
+        conn.run(f"umask 022 && mkdir -p {shlex.quote(node_dir)}", hide=True, timeout=QUICK)
         for name, text in sorted(files.items()):
             path = f"{node_dir}/{name}"
             conn.put(io.BytesIO(text.encode()), remote=path)
-            conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=30)
+            conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=QUICK)
         for name, text in sorted((private or {}).items()):
             path = shlex.quote(f"{node_dir}/{name}")
-            conn.run(f"umask 077 && rm -f {path} && : > {path} && chmod 600 {path}", hide=True, timeout=30)
+            conn.run(f"umask 077 && rm -f {path} && : > {path} && chmod 600 {path}", hide=True, timeout=QUICK)
             conn.put(io.BytesIO(text.encode()), remote=f"{node_dir}/{name}")
     except Exception as exc:  # paramiko/invoke errors: name the node
         raise LaunchError(f"pushing the run's files to {host.name}: {exc}") from None
@@ -153,7 +153,7 @@ def start_cluster(head: HostSpec, workers: list[HostSpec], node_dir: str, head_t
         raise LaunchError("; ".join(failed))
 
 
-def probe(head: HostSpec, python: str, dashboard: str, token_file: str, timeout: float = 30) -> dict:
+def probe(head: HostSpec, python: str, dashboard: str, token_file: str, timeout: float = QUICK) -> dict:
     result = run_on(head, f"{dashboard_guard(urlsplit(dashboard).port or 8265)}; "
                           f"{shlex.quote(python)} -c {shlex.quote(PROBE)} {shlex.quote(dashboard)} "
                           f"{shlex.quote(token_file)}", timeout=timeout)
@@ -231,7 +231,7 @@ def rehearse(head: HostSpec, node_dir: str, python: str, timeout: float, on_line
         conn.close()
 
 
-def submit(head: HostSpec, node_dir: str, submission_id: str, timeout: float = 120) -> str:
+def submit(head: HostSpec, node_dir: str, submission_id: str, timeout: float = TRANSFER) -> str:
     result = run_on(head, f"DAPO_SUBMISSION_ID={shlex.quote(submission_id)} bash "
                           f"{shlex.quote(node_dir + '/submit.sh')}", timeout=timeout)
     return result.raise_for("submitting the job", LaunchError)
@@ -243,7 +243,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def job_status(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
-               timeout: float = 60) -> str:
+               timeout: float = COMMAND) -> str:
     result = run_on(head, f"{ray_client(ray, token_file, dashboard)} job status --address={shlex.quote(dashboard)} "
                           f"{shlex.quote(submission_id)}", timeout=timeout)
     out = result.raise_for("asking Ray for the job", LaunchError)
@@ -256,7 +256,7 @@ def job_status(head: HostSpec, ray: str, dashboard: str, token_file: str, submis
 
 
 def job_stop(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str,
-             timeout: float = 60) -> None:
+             timeout: float = COMMAND) -> None:
     run_on(head, f"{ray_client(ray, token_file, dashboard)} job stop --address={shlex.quote(dashboard)} {shlex.quote(submission_id)} "
                  ">/dev/null 2>&1; true", timeout=timeout)
 

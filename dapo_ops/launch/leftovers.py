@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
 from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME
 from dapo_ops.job.render import RAY_TOKEN_NAME, RUNS_ROOT, firewall_table, node_dir
 from dapo_ops.job.secrets import SECRET_FILES
@@ -38,7 +38,7 @@ def sweep_dead_runs(run_id: str) -> str:
             f"for n in {names}; do rm -f -- \"$d$n\"; done; done")
 
 
-def forget_job_secrets(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> dict[str, str | None]:
+def forget_job_secrets(hosts: list[HostSpec], run_id: str, timeout: float = QUICK) -> dict[str, str | None]:
     """A run whose job has ended: its secret files (the job's API keys) removed from every node; host -> error. The
     Ray token stays while Ray does (`dapo-ops logs` and `stop` use it)."""
     files = " ".join(shlex.quote(f"{node_dir(run_id)}/{name}") for name in JOB_SECRET_NAMES)

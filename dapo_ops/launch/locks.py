@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from dapo_ops.clock import utc_now
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
 from dapo_ops.job.render import RAY_RUNNING
 from dapo_ops.launch.leftovers import leave_command
 
@@ -122,7 +122,7 @@ def _owned_by(run_id: str) -> str:
     return f"grep -qF {shlex.quote(json.dumps({'run_id': run_id})[1:-1])} {LOCK_FILE} 2>/dev/null"
 
 
-def acquire(hosts: list[HostSpec], run_id: str, bring_up_limit: float | None = None, timeout: float = 30) -> None:
+def acquire(hosts: list[HostSpec], run_id: str, bring_up_limit: float | None = None, timeout: float = QUICK) -> None:
     """Lock every node of the run, or none: on any refusal the locks taken are released and ClusterLocked (or,
     for a node that did not answer, LockError) names the node."""
     lock = Lock(run_id, socket.gethostname(), os.getpid(), utc_now(), process_start(os.getpid()),
@@ -141,14 +141,14 @@ def acquire(hosts: list[HostSpec], run_id: str, bring_up_limit: float | None = N
     raise LockError("taking the run lock: " + "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())))
 
 
-def release(hosts: list[HostSpec], run_id: str, timeout: float = 30) -> None:
+def release(hosts: list[HostSpec], run_id: str, timeout: float = QUICK) -> None:
     """Let go of the nodes once Ray is stopped: the run's secret file and firewall table go
     (leftovers.leave_command), then its lock, from every node where this run holds it (never another run's)."""
     command = f"{leave_command(run_id)}; {_owned_by(run_id)} && rm -f {LOCK_FILE}; true"
     fan_out(hosts, lambda host: run_on(host, command, timeout=timeout), deadline=time.monotonic() + timeout + 5)
 
 
-def ray_nodes(hosts: list[HostSpec], timeout: float = 30) -> list[str]:
+def ray_nodes(hosts: list[HostSpec], timeout: float = QUICK) -> list[str]:
     """The nodes where a Ray process runs (a node that does not answer counts: nothing proves it has none)."""
     check = RAY_RUNNING
     results = fan_out(hosts, lambda host: run_on(host, check, timeout=timeout)).results
@@ -164,7 +164,7 @@ def describe_refusal(exc: ClusterLocked, hosts: list[HostSpec], bring_up_limit: 
     return f"{exc} — {why}; rerun with --break-lock" if gone else f"{exc}; {why}"
 
 
-def break_stale(hosts: list[HostSpec], bring_up_limit: float, timeout: float = 30) -> list[str]:
+def break_stale(hosts: list[HostSpec], bring_up_limit: float, timeout: float = QUICK) -> list[str]:
     """Remove the locks on these nodes whose holders are provably gone; LockError (changing nothing) when a holder
     is not. Returns a line per holder removed."""
     script = (f"cat {LOCK_FILE} 2>/dev/null; echo; echo {_RAY_MARK}; "

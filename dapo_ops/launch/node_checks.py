@@ -5,7 +5,7 @@ leftovers are stopped) that nothing else holds a port its Ray will bind."""
 from __future__ import annotations
 
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
 from dapo_ops.launch import cluster
 from dapo_ops.launch.steps import Steps
 from dapo_ops.ray_listeners import LISTENERS_COMMAND, node_ports, parse_listeners, port_conflicts
@@ -13,7 +13,7 @@ from dapo_ops.ray_ports import RayPorts
 from dapo_ops.model.variables import RAY_PORTS
 
 
-def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
+def verify_host_keys(hosts: list[HostSpec], timeout: float = QUICK) -> None:
     """Every node of the run answers with its verified host key before anything changes on any of them
     (--force and --no-audit too): a node refused by its key fails the launch here, with nothing touched."""
     results = fan_out(hosts, lambda host: run_on(host, "true", timeout=timeout)).results
@@ -23,7 +23,7 @@ def verify_host_keys(hosts: list[HostSpec], timeout: float = 30) -> None:
         raise cluster.LaunchError("; ".join(failed))
 
 
-def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, timeout: float = 30) -> str:
+def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, timeout: float = QUICK) -> str:
     """Each node's MemTotal against the job's host memory per node (dapo_ops/job/memory.py), before any change: a
     node short of it is a UsageError naming the node, the need and what it has; one within 10% a note."""
     from dapo_ops.audit.facts.host_memory import COMMAND, parse
@@ -53,7 +53,7 @@ def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, time
     return ", ".join(f"{name} {gib:.0f} GiB" for name, gib in has.items())
 
 
-def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = 30) -> None:
+def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = QUICK) -> None:
     """Once the leftovers are stopped, nothing may hold a port the node's Ray will bind: a local user there would
     get what Ray's clients send (on the head's dashboard port, the run's token). LaunchError naming every node,
     port and owner (ray_listeners.py)."""

@@ -9,7 +9,7 @@ import shlex
 
 from typing import Callable
 
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import COMMAND, HostSpec, fan_out, run_on
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING
 from dapo_ops.launch import locks
 from dapo_ops.launch.leftovers import (DROP_RUN_TABLES, JOB_SECRET_NAMES, PRIVATE_NAMES,  # noqa: F401
@@ -32,7 +32,7 @@ RAY_SURVIVED = (f"if {RAY_RUNNING}; then pgrep -u 0 -a -f {shlex.quote(RAY_PROCE
                 f"head -3 >&2; exit {RAY_SURVIVED_EXIT}; fi")
 
 
-def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = 60, only_if_running: bool = False,
+def ray_stop(hosts: list[HostSpec], ray: dict[str, str], timeout: float = COMMAND, only_if_running: bool = False,
              starters_of: str | None = None, first: str | None = None) -> dict[str, str | None]:
     """`ray stop --force` on every node in parallel; returns host -> error (None when stopped). With starters_of (a
     run's node directory), that run's ray-start.sh and the `ray start` it execs are killed first (SIGKILL), so a

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from dapo_ops.ascend.npu_smi import parse_npu_smi_info
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import HostSpec, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, PROBE, fan_out, run_on
 from dapo_ops.job.render import firewall_table
 from dapo_ops.launch import cluster, locks, teardown
 from dapo_ops.launch.records import RunRecord, reconcile
@@ -80,7 +80,7 @@ def node_problem(output_rc: tuple[int, str], expected_npus: int | None) -> str |
     return "; ".join(problems) or None
 
 
-def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = 15) -> Health:
+def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = PROBE) -> Health:
     """One look at the run's nodes and Ray (one SSH round trip per node, then two on the head)."""
     expected = (record.rehearsal or {}).get("hosts") or {}
     hosts = [by_name[n] for n in record.nodes]

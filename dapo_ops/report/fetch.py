@@ -12,6 +12,7 @@ from pathlib import Path
 from dapo_ops.errors import UsageError
 from dapo_ops.files import make_dirs
 from dapo_ops.model.run import RunState
+from dapo_ops.fleet.ssh import TRANSFER
 
 CONSOLE_NAME, JSONL_NAME = "console.log", "metrics.jsonl"
 
@@ -55,7 +56,7 @@ def fetch_jsonl(hosts: list, remote: str, path: Path, say: Callable[[str], None]
     from dapo_ops.fleet.ssh import run_on
 
     for host in hosts:
-        result = run_on(host, f"cat -- {shlex.quote(remote)}", timeout=120)
+        result = run_on(host, f"cat -- {shlex.quote(remote)}", timeout=TRANSFER)
         if result.failure is None and result.exit_code == 0 and result.stdout.strip():
             path.write_text(result.stdout, encoding="utf-8")
             return path
