@@ -12,7 +12,6 @@ from dapo_ops.audit.collect import HostRaw, read_bundle, write_bundle
 from dapo_ops.audit.model import Thresholds
 from dapo_ops.audit.report import prometheus_text, write_atomically
 from dapo_ops.manifest import load_manifest
-from dapo_sim.artifacts import catalog_package
 from dapo_ops.stackcheck import pinned_python_packages
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "dapo_ops" / "audit" / "schema.json").read_text())
@@ -225,10 +224,9 @@ ASCEND = Path(__file__).parents[1] / "data" / "ascend"
 def a3_raw(manifest, table="npu-smi-info-a3-healthy.txt", expected=16, link_down=(), name="a3node"):
     """An Atlas 800T A3 host's collected outputs: 8 NPUs x 2 chips, so 16 devices. Per-device facts (hccn_tool)
     answer for devices 0..15; the board answers for NPU ids 0..7 only (board.8.. name no NPU: npu-smi fails)."""
-    driver_info = catalog_package(manifest, "driver", manifest.artifact("driver").version).version_info
-    fw_info = catalog_package(manifest, "firmware", manifest.artifact("firmware").version).version_info
-    outputs = {"npu_smi_info": (0, (ASCEND / table).read_text()), "driver_version": (0, kv(driver_info)),
-               "firmware_version": (0, kv(fw_info)),
+    outputs = {"npu_smi_info": (0, (ASCEND / table).read_text()),
+               "driver_version": (0, (ASCEND / "driver-version.info").read_text()),
+               "firmware_version": (0, (ASCEND / "firmware-version.info").read_text()),
                "toolkit_info": (0, kv(manifest.artifact("cann_toolkit").version_info)),
                "kernels_info": (0, kv(manifest.artifact("cann_kernels").version_info)),
                "nnal_info": (0, kv(manifest.artifact("cann_nnal").version_info, " : ")),
@@ -236,7 +234,7 @@ def a3_raw(manifest, table="npu-smi-info-a3-healthy.txt", expected=16, link_down
                    "python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
                    "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}))}
     board = (ASCEND / "npu-smi-board-a3.txt").read_text()
-    board = board.replace("25.0.rc1.1", driver_info["Version"]).replace("7.7.0.1.231", fw_info["Version"])
+    board = board.replace("25.0.rc1.1", manifest.artifact("driver").version).replace("7.7.0.1.231", manifest.artifact("firmware").version)
     for index in range(expected):
         outputs[f"board.{index}"] = ((0, board.replace(": 0\n", f": {index}\n", 1)) if index < 8 else
                                      (255, "(test) no NPU with this id\n"))

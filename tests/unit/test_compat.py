@@ -2,7 +2,9 @@ import pytest
 
 from dapo_ops.ascend import compat
 from dapo_ops.ascend.version_files import parse_toolkit_install_info, parse_version_info
-from dapo_sim.artifacts import load_catalog
+from dapo_ops.paths import PROJECT_ROOT
+
+ASCEND = PROJECT_ROOT / "tests" / "data" / "ascend"
 
 
 @pytest.fixture
@@ -13,11 +15,12 @@ def pinned(data_dir):
 
 
 def catalog_driver(version):
-    return {k: str(v) for k, v in load_catalog()["drivers"][version].items()}
+    """A driver's version.info as the vendor's installer writes it (tests/data/ascend, from the public report)."""
+    return parse_version_info((ASCEND / f"driver-{version}-version.info").read_text())
 
 
 def catalog_firmware(version):
-    return {k: str(v) for k, v in load_catalog()["firmwares"][version].items()}
+    return parse_version_info((ASCEND / f"firmware-{version}-version.info").read_text())
 
 
 def test_matched_triple_is_compatible(pinned):
