@@ -234,7 +234,8 @@ def a3_raw(manifest, table="npu-smi-info-a3-healthy.txt", expected=16, link_down
                    "python": manifest.python_version + ".2", "import_errors": {}, "torch_cxx11_abi": True,
                    "atb_cxx_abi": "1", "packages": dict(pinned_python_packages(manifest), numpy="1.26.4")}))}
     board = (ASCEND / "npu-smi-board-a3.txt").read_text()
-    board = board.replace("25.0.rc1.1", manifest.artifact("driver").version).replace("7.7.0.1.231", manifest.artifact("firmware").version)
+    board = board.replace("25.0.rc1.1", manifest.artifact("driver").version)
+    board = board.replace("7.7.0.1.231", manifest.artifact("firmware").version)
     for index in range(expected):
         outputs[f"board.{index}"] = ((0, board.replace(": 0\n", f": {index}\n", 1)) if index < 8 else
                                      (255, "(test) no NPU with this id\n"))
