@@ -25,6 +25,9 @@ options:
     description: The Miniconda installation (its conda-meta holds the installer's records).
     type: path
     required: true
+  python_version:
+    description: The manifest's Python (X.Y); the installer's must be a release of it.
+    type: str
   env_prefix:
     description: An environment to check against the installer's Python; omitted (or, in check mode, not made
       yet), nothing is checked.
@@ -82,6 +85,13 @@ def pin_of(record: dict | None, conda_prefix: str) -> dict:
             "channel": record.get("channel", ""), **digests}
 
 
+def check_release(pinned: dict, wanted: str | None) -> None:
+    """The installer's Python is a release of the manifest's X.Y (a py312 installer pinned for 3.11 is refused)."""
+    if wanted and not (pinned["version"] == wanted or pinned["version"].startswith(wanted + ".")):
+        raise PinError(f"the Miniconda installer carries Python {pinned['version']}, the stack manifest pins "
+                       f"{wanted}: pin an installer built for it")
+
+
 def mismatch(pinned: dict, record: dict | None, env_prefix: str) -> str | None:
     """Why the environment's Python is not the pinned one, or None when it is."""
     if record is None:
@@ -100,11 +110,13 @@ def mismatch(pinned: dict, record: dict | None, env_prefix: str) -> str | None:
 
 def main():
     module = AnsibleModule(argument_spec={"conda_prefix": {"type": "path", "required": True},
+                                         "python_version": {"type": "str"},
                                          "env_prefix": {"type": "path"}},
                            supports_check_mode=True)
     conda_prefix, env_prefix = module.params["conda_prefix"], module.params["env_prefix"]
     try:
         pinned = pin_of(python_record(conda_prefix), conda_prefix)
+        check_release(pinned, module.params["python_version"])
         # in check mode the environment may not be made yet: nothing to check
         unmade = env_prefix and module.check_mode and not os.path.isdir(env_prefix)
         why = mismatch(pinned, python_record(env_prefix), env_prefix) if env_prefix and not unmade else None

@@ -69,3 +69,13 @@ def test_another_python_or_another_file_is_refused(tmp_path, change, message):
 def test_an_environment_not_made_by_conda_is_refused(tmp_path):
     env = prefix_with(tmp_path, "venv")
     assert "has no python record" in module.mismatch(module.pin_of(PINNED, "conda"), module.python_record(env), env)
+
+
+def test_the_installers_python_must_be_a_release_of_the_manifests():
+    pinned = module.pin_of(PINNED, "conda")
+    module.check_release(pinned, "3.11")
+    module.check_release(pinned, None)
+    with pytest.raises(module.PinError, match="carries Python 3.11.9, the stack manifest pins 3.12"):
+        module.check_release(pinned, "3.12")
+    with pytest.raises(module.PinError):
+        module.check_release(pinned, "3.1")
