@@ -25,7 +25,8 @@ from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 sys.path.insert(0, str(PROJECT_ROOT))  # the tests' stand-in Python stack
 from tests.integration.helpers import standin_stack_env  # noqa: E402
 
-os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
+os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
+os.environ.pop("DAPO_OPS_INVENTORY", None)  # dapo-ops without -i: the fleet's
 
 BIN = Path(sys.executable).parent
 

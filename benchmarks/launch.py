@@ -29,7 +29,8 @@ from dapo_ops.paths import PROJECT_ROOT
 from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 from dapo_sim.stage import job_files
 
-os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
+os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
+os.environ.pop("DAPO_OPS_INVENTORY", None)  # dapo-ops without -i: the fleet's
 
 BIN = Path(sys.executable).parent
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"

@@ -16,14 +16,15 @@ from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.recap import parse_recap
 from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 
-os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
+os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
+os.environ.pop("DAPO_OPS_INVENTORY", None)  # dapo-ops without -i: the fleet's
 
 PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 
 
 def run() -> tuple[float, dict]:
     started = time.monotonic()
-    result = subprocess.run([PLAYBOOK, "site.yml"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    result = subprocess.run([PLAYBOOK, "-i", str(SIM_INVENTORY_DIR), "site.yml"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         sys.exit(f"site.yml failed:\n{result.stdout[-3000:]}")

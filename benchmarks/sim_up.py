@@ -12,7 +12,8 @@ import time
 
 from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
 
-os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))  # dapo-ops without -i: the fleet's
+os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
+os.environ.pop("DAPO_OPS_INVENTORY", None)  # dapo-ops without -i: the fleet's
 
 GOAL_SECONDS = 60.0
 

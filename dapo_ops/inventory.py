@@ -57,6 +57,10 @@ class Inventory:
         return Inventory(self.source, tuple(h for h in self.hosts if h.name in names))
 
 
+class NoHosts(InventoryError):
+    """The inventory does not exist or names no host of the group (a fleet not up, a path mistyped)."""
+
+
 _plugins_ready = False
 SCRIPTS_OPT_IN = "DAPO_OPS_INVENTORY_SCRIPTS"   # =1: executable inventory files run (dynamic inventories)
 # The connection variables dapo-ops reads besides its own dapo_* (and the stack_* of layout.py)
@@ -69,7 +73,7 @@ def load_raw(source: Path) -> dict:
     """What `ansible-inventory -i SOURCE --list` prints, read in-process with Ansible's own inventory API (its
     groups, hosts and flattened host variables), from a cache while no file of a static inventory changed."""
     if not source.exists():
-        raise InventoryError(f"inventory {source} does not exist")
+        raise NoHosts(f"inventory {source} does not exist")
     scripts = os.environ.get(SCRIPTS_OPT_IN) == "1"
     if not scripts:
         executable = _executable_files(source)
@@ -168,7 +172,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
     hostvars = raw.get("_meta", {}).get("hostvars", {})
     names = _group_hosts(raw, group)
     if not names:
-        raise InventoryError(f"inventory {source} has no hosts in group {group!r}")
+        raise NoHosts(f"inventory {source} has no hosts in group {group!r}")
     hosts = []
     for name in names:
         v = hostvars.get(name, {})
@@ -234,8 +238,14 @@ def configured_inventory() -> Path | None:
     if os.environ.get(INVENTORY_ENV):
         return Path(os.environ[INVENTORY_ENV])
     from ansible.config.manager import ConfigManager
+    from ansible.errors import AnsibleError
 
-    sources, origin = ConfigManager().get_config_value_and_origin("DEFAULT_HOST_LIST")
+    if os.environ.get("ANSIBLE_INVENTORY") == "":
+        return None
+    try:
+        sources, origin = ConfigManager().get_config_value_and_origin("DEFAULT_HOST_LIST")
+    except AnsibleError as exc:
+        raise InventoryError(f"Ansible's configuration does not load: {exc}") from None
     if origin == "default" or not sources:
         return None
     if len(sources) > 1:

@@ -5,7 +5,7 @@ filter, so Ansible and the CLI apply one set of rules."""
 from __future__ import annotations
 
 from dapo_ops.ascend.hccn import plan_problems
-from dapo_ops.errors import InventoryError, UsageError
+from dapo_ops.errors import InventoryError, ManifestError, UsageError
 from dapo_ops.fleet.nic import hccl_nic, inventory_address
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import RENAMED_VARS, host_npus
@@ -27,7 +27,7 @@ CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOU
                 HCCL_IP.name, REHEARSAL_BACKEND.name, REBOOT_BATCH_SIZE.name, "hccl_network_enabled",
                 DEVICE_IPS.name, DEVICE_NETMASK.name, DEVICE_GATEWAY.name, DEVICE_NETDETECT.name,
                 STANDINS_VARIABLE, RAY_PORTS.name, LAUNCH_TIMEOUTS.name, RAY_FIREWALL.name, RUN_FENCE_NIC.name,
-                RAY_TLS.name)
+                RAY_TLS.name, "stack_manifest")
 
 
 def _named_error(check, *args) -> list[str]:
@@ -51,16 +51,19 @@ def _artifact_digests(hostvars: dict) -> list[str]:
     given = hostvars.get(ARTIFACT_DIGESTS.name) or {}
     if not isinstance(given, dict):
         return [f"{ARTIFACT_DIGESTS} must be a mapping of artifact -> sha256, got {given!r}"]
-    artifacts = load_manifest().artifacts
+    try:  # a site's own copy of the manifest (the stack role's stack_manifest), e.g. with the vendor's digests
+        artifacts = load_manifest(hostvars.get("stack_manifest")).artifacts
+    except ManifestError as exc:
+        return [str(exc)]
     problems = [f"{ARTIFACT_DIGESTS}.{key}: not an installer the stack manifest pins ({', '.join(artifacts)})"
                 for key in given if key not in artifacts]
     problems += [f"{ARTIFACT_DIGESTS}.{key}: {value!r} is not a sha256 hex digest" for key, value in given.items()
-                 if key in artifacts and not is_sha256(value)]
+                 if key in artifacts and not is_sha256(str(value).lower())]
     for key, artifact in artifacts.items():
         if artifact.sha256 is None and key not in given:
             problems.append(f"no sha256 for {artifact.file}: the stack manifest has none, so set "
                             f"{ARTIFACT_DIGESTS}.{key} to the sha256 the vendor publishes for it")
-        elif artifact.sha256 is not None and key in given and given[key] != artifact.sha256:
+        elif artifact.sha256 is not None and key in given and str(given[key]).lower() != artifact.sha256:
             problems.append(f"{ARTIFACT_DIGESTS}.{key} is not the sha256 the stack manifest pins for "
                             f"{artifact.file} ({artifact.sha256})")
     return problems

@@ -100,11 +100,13 @@ def mismatch(pinned: dict, record: dict | None, env_prefix: str) -> str | None:
     if dist(record) != pinned["dist"]:
         return (f"{env_prefix} has {dist(record)} from {record.get('channel') or 'an unknown channel'}, not the "
                 f"installer's {pinned['dist']}: the channel mirror must serve the installer's Python (mirror "
-                f"{pinned['channel'] or 'its channel'}), or leave dapo_conda_channel unset")
+                f"{pinned['channel'] or 'its channel'}) or leave dapo_conda_channel unset; then remove the environment "
+                f"(conda env remove -p {env_prefix}) and run the play again")
     for key in DIGESTS:
         if key in pinned and record.get(key) != pinned[key]:
             return (f"{env_prefix}: {pinned['dist']} has {key} {record.get(key) or 'none recorded'}, the installer's "
-                    f"has {pinned[key]}: the channel mirror served another file under that name")
+                    f"has {pinned[key]}: the channel mirror served another file under that name; remove the "
+                    f"environment (conda env remove -p {env_prefix}) once the mirror is fixed")
     return None
 
 

@@ -38,9 +38,6 @@ if ((stale)); then
   pip=(.venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes)
   "${pip[@]}" -r requirements/build-tools.txt
   "${pip[@]}" --no-build-isolation -r requirements/controller.txt
-  # every requirement met, but verl's, whose dependencies are left out on purpose
-  broken=$(.venv/bin/python -m pip check 2>&1 | grep -v -e '^verl ' -e '^No broken requirements found' || true)
-  if [ -n "$broken" ]; then echo "bootstrap: pip check: $broken" >&2; exit 1; fi
   # verl's configuration for `dapo-ops validate`: the pinned verl wheel without its (NPU) dependencies; its lock
   # must name the manifest's pin
   verl_pin=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "."); from dapo_ops.manifest import load_manifest
@@ -52,6 +49,9 @@ print(load_manifest().source("verl").version)')
   fi
   "${pip[@]}" --no-deps -r requirements/verl-config.txt
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  # every requirement met (dapo-ops' own included), but verl's, whose dependencies are left out on purpose
+  broken=$(.venv/bin/python -m pip check 2>&1 | grep -v -e '^verl ' -e '^No broken requirements found' || true)
+  if [ -n "$broken" ]; then echo "bootstrap: pip check: $broken" >&2; exit 1; fi
   touch "$stamp"
 fi
 echo "bootstrap: ready ($(.venv/bin/dapo-ops --version))"

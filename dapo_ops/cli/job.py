@@ -32,11 +32,17 @@ def placed_offline(job_file: Path, inventory: Path | None):
     from dapo_ops.errors import InventoryError
     from dapo_ops.job.spec import load_spec
     from dapo_ops.manifest import load_manifest
-    from dapo_ops.inventory import configured_inventory
+    from dapo_ops.inventory import NoHosts, configured_inventory
 
-    if inventory is not None or configured_inventory() is not None:
+    if inventory is not None:
         return placed_job(job_file, inventory)
     spec = load_spec(job_file)
+    if configured_inventory() is not None:
+        try:
+            return placed_job(job_file, inventory)
+        except NoHosts:   # a configured inventory with no hosts (a fleet brought down): the spec's own numbers
+            if spec.cluster.npus_per_node is None:
+                raise
     if spec.cluster.npus_per_node is None:
         raise InventoryError("no inventory to place the job on (none given or configured): pass -i INVENTORY, "
                              "or set cluster.npus_per_node in the spec to validate it on its own numbers")

@@ -10,7 +10,7 @@ from dapo_ops.errors import UsageError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 inventory_option = click.option("-i", "--inventory", type=click.Path(path_type=Path),
-                                help="Ansible inventory (default: inventory/sim).")
+                                help="Ansible inventory (default: DAPO_OPS_INVENTORY, else Ansible's configured one).")
 job_file_argument = click.argument("job_file", type=click.Path(path_type=Path))
 model_config_option = click.option(
     "--model-config", type=click.Path(path_type=Path),

@@ -50,11 +50,16 @@ class RunRecord:
     def mark(self, state: str, reason: str | None = None) -> None:
         if not may_move(self.state, state):
             raise DapoError(f"run {self.run_id} is {self.state}: it cannot become {state}")
+        before = (self.state, self.reason, dict(self.timestamps))
         self.state = RunState(state)
         if reason is not None:
             self.reason = reason
         self.timestamps[state] = utc_now()
-        self.save()
+        try:
+            self.save()
+        except BaseException:  # not recorded: the run is still what it was (a later mark starts from there)
+            self.state, self.reason, self.timestamps = before
+            raise
 
     def save(self) -> None:
         tmp = self.directory / "run.json.tmp"

@@ -73,17 +73,14 @@ def stop_timeout(hosts: list[HostSpec]) -> int:
 def tear_down(hosts: list[HostSpec], run_id: str, run_dir: str, timeout: float,
               note: Callable[[str], None] | None = None) -> dict[str, str]:
     """Stop Ray on the run's hosts (its ray-start.sh and `ray start` first), then release the run's lock, token and
-    firewall table on those where it stopped, even when the stop itself was interrupted; host -> why Ray is still
-    up, for the rest."""
-    errors: dict[str, str] = {}
-    try:
-        ray = {h.name: node_layout(h.vars).ray for h in hosts}
-        errors = {h: e for h, e in ray_stop(hosts, ray, timeout=timeout, starters_of=run_dir).items() if e}
-        for error in errors.values():
-            if note:
-                note(f"{error}: it stays locked and fenced")
-    finally:
-        locks.release(stopped(hosts, errors), run_id)
+    firewall table on those where it stopped; host -> why Ray is still up, for the rest. A stop that is itself
+    interrupted (Ctrl-C, a lost controller) releases nothing: no node is known stopped, and `dapo-ops stop` retries."""
+    ray = {h.name: node_layout(h.vars).ray for h in hosts}
+    errors = {h: e for h, e in ray_stop(hosts, ray, timeout=timeout, starters_of=run_dir).items() if e}
+    for error in errors.values():
+        if note:
+            note(f"{error}: it stays locked and fenced")
+    locks.release(stopped(hosts, errors), run_id)
     return errors
 
 

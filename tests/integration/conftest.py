@@ -14,7 +14,8 @@ from dapo_sim.fleet import SIM_INVENTORY_DIR, SimFleet
 
 pytestmark = pytest.mark.sim
 # dapo-ops commands without -i read the simulated fleet's inventory, as `dapo-sim up` tells an operator to set
-os.environ.setdefault("ANSIBLE_INVENTORY", str(SIM_INVENTORY_DIR))
+os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
+os.environ.pop("DAPO_OPS_INVENTORY", None)
 
 
 def _missing() -> str | None:

@@ -81,7 +81,22 @@ def test_a_digest_the_manifest_pins_may_not_be_overridden(monkeypatch):
     real = load_manifest()
     pinned = dataclasses.replace(real, artifacts={**real.artifacts, "driver": dataclasses.replace(
         real.artifacts["driver"], sha256="f" * 64)})
-    monkeypatch.setattr(inventory_checks, "load_manifest", lambda: pinned)
+    monkeypatch.setattr(inventory_checks, "load_manifest", lambda path=None: pinned)
     problems = host_problems("n1", GOOD)
     assert any("dapo_artifact_digests.driver is not the sha256 the stack manifest pins" in p for p in problems)
     assert host_problems("n1", with_(dapo_artifact_digests={k: v for k, v in DIGESTS.items() if k != "driver"})) == []
+
+
+def test_a_sites_own_manifest_with_the_vendor_digests_needs_none_from_the_inventory(tmp_path):
+    import yaml
+
+    from dapo_ops.paths import STACK_MANIFEST
+
+    data = yaml.safe_load(STACK_MANIFEST.read_text())
+    for n, item in enumerate(data["artifacts"].values(), 1):
+        item["sha256"] = f"{n:064x}"
+    site = tmp_path / "manifest.yml"
+    site.write_text(yaml.safe_dump(data))
+    assert host_problems("n1", with_(dapo_artifact_digests=None, stack_manifest=str(site))) == []
+    assert host_problems("n1", with_(dapo_artifact_digests={"driver": "F" * 64}, stack_manifest=str(site))) != []
+    assert host_problems("n1", with_(dapo_artifact_digests={"driver": f"{1:064X}"}, stack_manifest=str(site))) == []

@@ -511,3 +511,16 @@ def test_job_directories_are_root_only_and_never_under_a_place_another_user_can_
     assert refused.returncode == 1 and f"is in {base / 'open'} (owner uid 0, mode 777)" in refused.stderr
     (base / "root-link-to-good").symlink_to(base / "good")
     assert make(base / "root-link-to-good" / "ckpt").returncode == 0 and (base / "good" / "ckpt").is_dir()
+
+
+def test_validate_falls_back_to_the_specs_numbers_when_the_configured_inventory_has_no_hosts(tmp_path, monkeypatch):
+    """An exported ANSIBLE_INVENTORY whose fleet is down (no hosts.yml) does not stop an offline validate."""
+    (tmp_path / "inv").mkdir()
+    (tmp_path / "inv" / "groups.yml").write_text("all:\n  children:\n    npu_nodes: {}\n")
+    monkeypatch.delenv("DAPO_OPS_INVENTORY", raising=False)
+    monkeypatch.setenv("ANSIBLE_INVENTORY", str(tmp_path / "inv"))
+    pinned = tmp_path / "pinned.yaml"
+    pinned.write_text(yaml.safe_dump(mutate("cluster.npus_per_node", 16)(seed())))
+    assert cli("validate", str(pinned), "--json").returncode == 0
+    unpinned = cli("validate", str(SEED))
+    assert unpinned.returncode == 2 and "has no hosts in group 'npu_nodes'" in unpinned.stderr
