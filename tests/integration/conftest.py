@@ -104,7 +104,9 @@ def _leave_two_clean_nodes(request):
     if _missing() is None and any("integration" in str(i.fspath) for i in request.session.items):
         from dapo_sim.fleet import FleetSpec
 
-        SimFleet().up(FleetSpec(nodes=2))
+        fleet = SimFleet()
+        fleet.down()   # a fleet of the same shape the tests changed (an installer run by hand) is not a clean one
+        fleet.up(FleetSpec(nodes=2))
 
 
 @pytest.fixture(scope="module")
