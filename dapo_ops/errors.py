@@ -39,9 +39,5 @@ class ParseError(DapoError):
         super().__init__(f"cannot parse `{command}` output{where}: {reason}{shown}")
 
 
-class SimError(DapoError):
-    """The simulated fleet could not be brought up, inspected or torn down."""
-
-
 class SSHError(DapoError):
     """A node could not be reached or refused us (unknown host key, auth, timeout)."""

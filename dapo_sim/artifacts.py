@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 
 ASSETS = Path(__file__).parent / "assets"

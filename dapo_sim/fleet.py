@@ -16,7 +16,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from dapo_ops.errors import SimError, UsageError
+from dapo_ops.errors import UsageError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import INVENTORY_DIR
 from dapo_sim import access, hwmodel, ledger, mirror, netns, node

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_sim import artifacts, conda_channel, repos, wheels
 from dapo_sim.proc import port_open

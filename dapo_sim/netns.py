@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_sim.proc import failure, run
 
 if TYPE_CHECKING:  # only for annotations: state imports BRIDGE from here

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jinja2
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_sim import artifacts, hwmodel
 from dapo_sim.netns import BRIDGE_IP, node_ip

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_sim import artifacts, hwmodel, mirror, node
 from dapo_sim.state import FleetSpec, NodeState

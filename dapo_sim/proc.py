@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 
 
 def run(cmd: list[str], what: str, check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_sim.standin_dapo import DAPO_TRAINER_YAML, MAIN_DAPO
 from dapo_sim.standin_sources import (VERL_INIT, VERL_SETUP, VLLM_ASCEND_CAMEM, VLLM_ASCEND_INIT, VLLM_ASCEND_SETUP,

@@ -12,7 +12,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from dapo_ops.errors import DapoError, SimError
+from dapo_ops.errors import DapoError
+from dapo_sim.errors import SimError
 from dapo_ops.manifest import LockPlatform, StackManifest
 from dapo_ops.stack import index, platform_tags, wheelhouse
 from dapo_ops.stack.lock import parse_lock

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_sim import node
 from dapo_sim.fleet import BRIDGE, NETNS_PREFIX, FleetSpec, SimFleet
 from dapo_sim.netns import DATA_BRIDGE

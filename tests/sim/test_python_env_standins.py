@@ -233,7 +233,7 @@ def test_sim_lock_keeps_every_locked_line_and_swaps_only_the_standins_hashes(man
 
 
 def test_sim_lock_refuses_a_lock_pinning_a_version_with_no_standin(manifest, tmp_path):
-    from dapo_ops.errors import SimError
+    from dapo_sim.errors import SimError
 
     text = "torch==0.0.1 \\\n    --hash=sha256:" + "0" * 64 + "\n"
     with pytest.raises(SimError, match="no stand-in wheel for torch==0.0.1"):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dapo_ops.errors import SimError
+from dapo_sim.errors import SimError
 from dapo_sim import ledger, netns, node, proc
 from dapo_sim.state import FleetState, NodeState, Resource
 
