@@ -34,6 +34,11 @@ def test_every_signature_is_complete(catalog):
         assert not (s.noise and s.fatal), s.id
 
 
+def test_no_fix_sends_an_operator_to_the_simulator(catalog):
+    named = [s.id for s in catalog.signatures if re.search(r"dapo[-_]sim|simulated", f"{s.meaning} {s.fix}")]
+    assert not named, named
+
+
 def test_the_issue_s_signatures_are_there(catalog):
     for code in ("EI0006", "EI0002", "EJ0001", "EL0004", "507033", "507013", "507053", "507054", "207000", "507899",
                  "ERR02200", "0x80E01801"):
