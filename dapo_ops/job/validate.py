@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
 
-from dapo_ops.job.override_hints import override_hint
 from dapo_ops.job.composed import Folded, fold, read
-from dapo_ops.job.memo import Memo, fingerprint
+from dapo_ops.job.compose import ConfigSources, compose
 from dapo_ops.job.memory import (HBM_KEYS, HOST_KEYS, hbm_estimate, hbm_problems, host_memory_estimate, safe)
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
-from dapo_ops.job.overrides import PLUS_ALLOWED, extra_override_problems, overrides
+from dapo_ops.job.overrides import extra_override_problems, overrides
 from dapo_ops.job.placement import world_size
 from dapo_ops.job.secrets import missing_secrets
 from dapo_ops.job.spec import JobSpec, SpecError
@@ -26,16 +24,6 @@ from dapo_ops.manifest import StackManifest
 from dapo_ops.fleet.ssh import QUICK
 
 PROJECT_RECIPE = Path(__file__).parent / "recipe"
-
-
-@dataclass(frozen=True)
-class ConfigSources:
-    trainer_config: Path      # verl/trainer/config (ppo_trainer.yaml and its groups)
-    recipe_config: Path       # the directory holding dapo_trainer.yaml
-    described: str            # where they came from, for messages
-
-
-COMPOSED = Memo()
 
 
 @dataclass
@@ -85,67 +73,6 @@ def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSour
     (recipe_dir / Path(remote).name).write_text(result.stdout)
     base = config_sources(None, manifest)
     return ConfigSources(base.trainer_config, recipe_dir, f"{base.described.split(' + ')[0]} + {head.name}:{remote}")
-
-
-def _leaf_keys(node, prefix: str = "") -> list[str]:
-    keys = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            keys.append(path)
-            keys += _leaf_keys(value, path)
-    return keys
-
-
-def compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
-    """Compose dapo_trainer with the overrides; an unknown or misspelled key raises SpecError naming it."""
-    for item in job_overrides:
-        if item.startswith("+") and not item.startswith(PLUS_ALLOWED) or item.startswith("++"):
-            raise SpecError(f"override {item.split('=')[0]!r} adds a key verl does not have; only "
-                            f"{', '.join(p + '*' for p in PLUS_ALLOWED)} may be added")
-    key = (fingerprint(sources.recipe_config, sources.trainer_config), tuple(job_overrides))
-    return COMPOSED.get(key, lambda: _compose(sources, job_overrides))
-
-
-def _compose(sources: ConfigSources, job_overrides: list[str]) -> dict:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    search = f"hydra.searchpath=[file://{sources.trainer_config}]"
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(sources.recipe_config), version_base=None):
-            try:
-                cfg = hydra_compose(config_name="dapo_trainer", overrides=[*job_overrides, search])
-            except (HydraException, OmegaConfBaseException) as exc:
-                failure = str(exc)
-            else:
-                try:
-                    return OmegaConf.to_container(cfg, resolve=True)
-                except OmegaConfBaseException as exc:
-                    raise SpecError(f"verl's configuration does not resolve: {str(exc).splitlines()[0]}") from None
-    finally:
-        GlobalHydra.instance().clear()
-    try:
-        base = compose(sources, []) if job_overrides else {}  # the keys a misspelled one is matched against
-    except SpecError:
-        base = {}
-    raise SpecError(_explain(failure, base))
-
-
-def _explain(message: str, base: dict) -> str:
-    match = re.search(r"Could not override '([^']+)'", message)
-    if match:
-        key = match.group(1)
-        hint = override_hint(key, _leaf_keys(base))
-        reason = "not a key of verl's configuration" if "not in struct" in message or "append" in message else \
-            message.splitlines()[-1].strip()
-        return f"override {key!r}: {reason}{hint}"
-    return f"verl's configuration rejects the overrides: {message.splitlines()[0]}"
 
 
 def _not_positive(spec: JobSpec, n) -> list[str]:

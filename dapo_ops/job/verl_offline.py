@@ -83,6 +83,21 @@ def _stand_ins(root: Path) -> types.SimpleNamespace:
                                  tracking=importlib.import_module("verl.utils.tracking"), profiler=profiler)
 
 
+# (verl's root, the stand-in packages, the worker configs) -> the imported modules: a process imports them once
+_IMPORTED: dict[tuple, tuple[types.SimpleNamespace, dict[str, types.ModuleType]]] = {}
+
+
+def _imported(root: Path) -> types.SimpleNamespace:
+    """verl's configuration modules from `root`, imported on the first call and put back into sys.modules after."""
+    key = (root, PACKAGES, WORKER_CONFIGS)
+    if key not in _IMPORTED:
+        verl = _stand_ins(root)
+        _IMPORTED[key] = verl, {k: v for k, v in sys.modules.items() if k == "verl" or k.startswith("verl.")}
+    verl, modules = _IMPORTED[key]
+    sys.modules.update(modules)
+    return verl
+
+
 @contextlib.contextmanager
 def verl_modules() -> Iterator[types.SimpleNamespace | None]:
     """verl's configuration modules (None when verl is not installed), sys.modules restored on the way out."""
@@ -91,7 +106,7 @@ def verl_modules() -> Iterator[types.SimpleNamespace | None]:
     for name in saved:
         del sys.modules[name]
     try:
-        yield _stand_ins(root) if root is not None else None
+        yield _imported(root) if root is not None else None
     finally:
         # a list first: sys.modules cannot change size while it is iterated; then what was there before comes back
         for name in [k for k in sys.modules if k == "verl" or k.startswith("verl.")]:

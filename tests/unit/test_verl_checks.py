@@ -277,6 +277,14 @@ def test_verl_runs_offline_and_leaves_sys_modules_as_it_found_them():
     assert supported and problems and all("\n" not in p for p in problems)   # an empty config: verl refuses it
 
 
+def test_verl_s_modules_are_imported_once_per_process_and_put_back_each_time():
+    with verl_modules() as first:
+        config = sys.modules["verl.utils.config"]
+    with verl_modules() as second:
+        assert second is first and sys.modules["verl.utils.config"] is config
+    assert "verl.utils.config" not in sys.modules or sys.modules["verl.utils.config"] is not config
+
+
 def test_a_verl_that_imports_differently_is_one_problem_not_a_crash(monkeypatch):
     import dapo_ops.job.verl_offline as offline
 
