@@ -13,11 +13,10 @@ import zipfile
 from pathlib import Path
 
 from dapo_ops.errors import DapoError
-from dapo_sim.errors import SimError
 from dapo_ops.manifest import LockPlatform, StackManifest
 from dapo_ops.stack import index, platform_tags, wheelhouse
 from dapo_ops.stack.lock import parse_lock
-from dapo_ops.stack.wheelhouse import sha256_of
+from dapo_sim.errors import SimError
 from packaging.utils import canonicalize_version
 
 # The NPU-bound packages of the lock that the simulated fleet serves as stand-ins (they cannot run without an NPU,
@@ -287,7 +286,7 @@ def render_sim_lock(lock_text: str, source: str, standins: list[Path]) -> str:
     for path in standins:
         identity = platform_tags.file_identity(path.name)
         if identity:
-            standin_hashes.setdefault(identity[0], {})[identity[1]] = sha256_of(path)
+            standin_hashes.setdefault(identity[0], {})[identity[1]] = wheelhouse.sha256_of(path)
     lines = [f"# The simulated fleet's lock: {source} with the stand-in wheels' hashes for",
              f"# {', '.join(STANDIN_PACKAGES)} (written by `dapo-sim up`; do not edit).", ""]
     for package in sorted(packages.values(), key=lambda p: p.name):
