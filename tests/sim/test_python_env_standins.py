@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from dapo_ops.manifest import load_manifest
+from dapo_ops.stack import wheelhouse
 from dapo_sim import artifacts, conda_channel, wheels
 from filter_plugins.dapo_ops import unsatisfied
 
@@ -227,7 +228,7 @@ def test_sim_lock_keeps_every_locked_line_and_swaps_only_the_standins_hashes(man
     for name, package in sim.items():
         if name in wheels.STANDIN_PACKAGES:
             wheel = next(w for w in standins if w.name.startswith(name.replace("-", "_") + "-" + package.version))
-            assert package.hashes == (wheels.sha256_of(wheel),)
+            assert package.hashes == (wheelhouse.sha256_of(wheel),)
         else:
             assert package.hashes == real[name].hashes, name
 
