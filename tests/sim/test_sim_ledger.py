@@ -145,6 +145,19 @@ def test_a_node_mounts_an_empty_dir_over_the_state_dir_after_its_last_overlay(tm
     assert lines[-1].startswith("exec ")
 
 
+def test_every_bind_from_the_state_dir_comes_before_the_var_lib_overlay(tmp_path):
+    """The /var/lib overlay shows the state dir's path as it is on disk: a bind mount over that path (CI's integration
+    groups give each group its own state dir so) is not seen through it, so every bind from the state dir is made
+    before it."""
+    state_dir = tmp_path / "sim"
+    (state_dir / "nodes").mkdir(parents=True)
+    lines = node.init_script(node_state(1), [0, 1], state_dir / "fabric", state_dir, 1536).splitlines()
+    var_lib = next(i for i, line in enumerate(lines) if "-t overlay" in line and line.endswith(" /var/lib"))
+    sources = (str(state_dir), node_state(1).dir)   # the fabric table; the node's disk, hardware model and meminfo
+    binds = [i for i, line in enumerate(lines) if line.startswith("mount --bind ") and any(s in line for s in sources)]
+    assert binds and max(binds) < var_lib, lines
+
+
 @pytest.mark.parametrize("state_dir, message", [("/", "at least two levels below /"),
                                                 ("/var", "at least two levels below /"),
                                                 ("/var/../srv", "at least two levels below /"),
