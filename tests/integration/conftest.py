@@ -12,6 +12,8 @@ import pytest
 
 from dapo_sim.fleet import SIM_INVENTORY_DIR, SimFleet
 
+from .groups import SITE_FLEET_MODULES
+
 pytestmark = pytest.mark.sim
 # dapo-ops commands without -i read the simulated fleet's inventory, as `dapo-sim up` tells an operator to set
 os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
@@ -29,9 +31,6 @@ def _missing() -> str | None:
     return None
 
 
-# Modules that share one site.yml-provisioned 2-node fleet (site_fleet), run one after the other so that no other
-# module's bring-up comes between them: test_provision first (it asserts on the first run), then test_launch.
-SITE_FLEET_MODULES = ("test_provision.py", "test_launch.py")
 
 
 def _module_order(item) -> int:
@@ -99,8 +98,11 @@ def site_fleet(sim) -> SiteFleet:
 
 @pytest.fixture(scope="session", autouse=True)
 def _leave_two_clean_nodes(request):
-    """After the integration tests, leave the default 2-node fleet up (as .ci/run and the README expect)."""
+    """After the integration tests, leave the default 2-node fleet up (as .ci/run and the README expect); not in a
+    group of tests/integration/groups.py, whose fleet ends with the group's namespaces."""
     yield
+    if os.environ.get("DAPO_OPS_SIM_GROUP"):
+        return
     if _missing() is None and any("integration" in str(i.fspath) for i in request.session.items):
         from dapo_sim.fleet import FleetSpec
 
