@@ -56,7 +56,7 @@ def _compose(sources: ConfigSources, files: tuple, job_overrides: list[str]) -> 
         with initialize_config_dir(config_dir=str(sources.recipe_config), version_base=None):
             try:
                 cfg = _composed_config(sources, files, job_overrides)
-            except (HydraException, OmegaConfBaseException) as exc:
+            except (HydraException, OmegaConfBaseException, ValueError) as exc:   # ValueError: `data=3`, a group
                 failure = str(exc)
             else:
                 try:
@@ -105,8 +105,9 @@ def _hydra_internals(loader):
 
 def _split(job_overrides: list[str], repository):
     """(the overrides that change the defaults list, as written; the value overrides, parsed), or None when Hydra
-    cannot parse them. A group override is one whose key is a config group of the search path (Hydra's own test,
-    hydra/_internal/defaults_list.py Overrides); sweeps, packages and hydra's own keys go with them, to Hydra."""
+    cannot parse them. A group override is one whose key is a config group of the search path and whose value is not
+    a dict (Hydra's own test, hydra/_internal/defaults_list.py Overrides); sweeps, packages and hydra's own keys go
+    with them, to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -118,7 +119,7 @@ def _split(job_overrides: list[str], repository):
     groups, values = [], []
     for line, override in zip(job_overrides, parsed):
         if (override.package is not None or override.is_sweep_override() or override.is_hydra_override()
-                or repo.group_exists(override.key_or_group)):
+                or repo.group_exists(override.key_or_group) and not isinstance(override.value(), dict)):
             groups.append(line)
         else:
             values.append(override)

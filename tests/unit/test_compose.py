@@ -36,6 +36,8 @@ CASES = {
     "NaN": [f"{R}.rollout.gpu_memory_utilization=nan"],
     "a group override": ["data=legacy_data"],
     "a group override with values": ["data=legacy_data", "data.train_batch_size=64"],
+    "a dict over a group's key, in its place": ["data={train_batch_size: 64}", "data.max_prompt_length=7"],
+    "a dict over a group's key, last": [f"{R}.actor.optim.lr=2e-6", "algorithm={filter_groups: {enable: false}}"],
     "a package override": ["actor@actor_rollout_ref.actor=dp_actor"],
     "hydra's own key": ["hydra.run.dir=/tmp/elsewhere"],
     # refused
@@ -48,6 +50,7 @@ CASES = {
     "adding what is there": ["+data.train_batch_size=3"],
     "an interpolation to nowhere": ["data.train_batch_size=${nope.x}"],
     "a section replaced by a number": [f"{R}=3"],
+    "a group given a number": ["data=3"],
 }
 
 
@@ -60,7 +63,7 @@ def _result(make):
             try:
                 cfg = make(sources)
                 return "ok", OmegaConf.to_container(cfg, resolve=True)
-            except (HydraException, OmegaConfBaseException) as exc:
+            except (HydraException, OmegaConfBaseException, ValueError) as exc:
                 return type(exc).__name__, str(exc)
     finally:
         GlobalHydra.instance().clear()

@@ -75,6 +75,8 @@ def mutate(path, value):
 BROKEN = [
     ("misspelled override key", mutate("extra_overrides", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_npu=1"]),
      "did you mean 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"),
+    ("a config group given a number", mutate("extra_overrides", ["data=3"]),
+     "verl's configuration rejects the overrides: Config group override must be a string or a list"),
     ("unknown spec field", mutate("actor.ulysses_sp", 8), "actor.ulysses_sp: unknown field"),
     ("SP not dividing the world", mutate("actor.ulysses_sequence_parallel_size", 7), "does not divide the world size 32"),
     ("gen < train batch", mutate("data.gen_batch_size", 256), "data.gen_batch_size 256 is smaller than"),
@@ -128,7 +130,7 @@ BROKEN = [
 # The mistakes `render` does not refuse: it checks the spec, its placement and the arithmetic
 # (dapo_ops/cli/job.py render), not verl's composed configuration (keys, `+` keys, enforce_eager set behind the
 # spec's back) nor the NPU environment checked against the composed rollout: those only `validate` (and launch) find.
-RENDER_ACCEPTS = {"misspelled override key", "unlisted + key", "expandable segments with vLLM sleep mode",
+RENDER_ACCEPTS = {"misspelled override key", "a config group given a number", "unlisted + key", "expandable segments with vLLM sleep mode",
                   "TASK_QUEUE_ENABLE 2 in graph mode", "TASK_QUEUE_ENABLE through env.extra",
                   "graph mode switched off behind the spec's back", "NZ with vLLM sleep mode",
                   "HCCL connect timeout below CANN's range", "HCCL exec timeout below CANN's range",
