@@ -18,12 +18,13 @@ fleet (SITE_FLEET_MODULES) are one group, with a few light ones after them; ever
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -96,7 +97,7 @@ def command(modules: list[str], pytest_args: list[str]) -> list[str]:
     pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *(str(HERE / m) for m in modules),
               *pytest_args]
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
-            "bash", "-c", SETUP, "group", *pytest]
+            "--kill-child=KILL", "bash", "-c", SETUP, "group", *pytest]
 
 
 def environment(name: str) -> dict[str, str]:
@@ -104,31 +105,37 @@ def environment(name: str) -> dict[str, str]:
         mount_point.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HOME=str(VAR_LIB / "home"), GROUP_DIR=str(WORK / name),
                GROUP_INVENTORY=str(SIM_INVENTORY_DIR), GROUP_RUNS=str(RUNS), GROUP_VAR_LIB=str(VAR_LIB),
-               GROUP_PYTHON=sys.executable, DAPO_OPS_SIM_GROUP=name, DAPO_OPS_REQUIRE_SIM="1")
+               GROUP_PYTHON=sys.executable, DAPO_OPS_SIM_GROUP=name, DAPO_OPS_REQUIRE_SIM="1", PY_COLORS="0")
     env.pop("DAPO_OPS_CACHE_DIR", None)
     env.pop("DAPO_OPS_SIM_DIR", None)
     return env
 
 
-class Group(threading.Thread):
+class Group:
+    """One group's pytest, started in its namespaces; `unshare --kill-child=KILL` ends the group's PID namespace
+    (every process it started) when unshare itself ends, whatever ended it."""
+
     def __init__(self, name: str, modules: list[str], pytest_args: list[str]):
-        super().__init__(name=name, daemon=True)
-        self.modules, self.pytest_args = modules, pytest_args
-        self.rc: int | None = None
+        self.name, self.modules = name, modules
+        self.dir, self.log = WORK / name, WORK / f"{name}.log"
+        self.started = time.monotonic()
         self.seconds = 0.0
-        self.dir = WORK / name
-
-    def run(self) -> None:
-        started = time.monotonic()
         with open(self.log, "w") as out:
-            self.rc = subprocess.run(command(self.modules, self.pytest_args), cwd=PROJECT_ROOT,
-                                     env=environment(self.name), stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL).returncode
-        self.seconds = time.monotonic() - started
+            self.proc = subprocess.Popen(command(modules, pytest_args), cwd=PROJECT_ROOT, env=environment(name),
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
 
-    @property
-    def log(self) -> Path:
-        return WORK / f"{self.name}.log"
+    def poll(self) -> int | None:
+        rc = self.proc.poll()
+        if rc is not None and not self.seconds:
+            self.seconds = time.monotonic() - self.started
+        return rc
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.poll()
 
 
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
@@ -142,36 +149,81 @@ def counts(log: str) -> dict[str, int]:
     return found
 
 
+def fill_cache() -> None:
+    """The mirror's downloads, made here: a group's network namespace reaches no package registry."""
+    from dapo_ops.manifest import load_manifest
+    from dapo_sim import wheels
+
+    manifest, log = load_manifest(), WORK / "cache.log"
+    wheels.fetch_locked_files(CACHE / f"locked-{os.uname().machine}", manifest, log)
+    wheels.fetch_verl_wheel(CACHE / "wheels", manifest, log)
+
+
+def report(group: Group, total: dict[str, int]) -> None:
+    text = group.log.read_text(errors="replace")
+    print(f"\n===== group {group.name} (exit {group.proc.returncode}, {group.seconds:.0f} s) =====\n{text}", flush=True)
+    found = counts(text)
+    if group.proc.returncode != 0 and not found.get("failed") and not found.get("error"):
+        found["failed"] = 1   # a group that failed without pytest saying so (a mount, a signal, no test run)
+        print(f"integration: group {group.name} exited {group.proc.returncode} without a failed test in its "
+              f"closing line; its log: {group.log}")
+    for word, n in found.items():
+        total[word] = total.get(word, 0) + n
+    if group.proc.returncode == 0:
+        shutil.rmtree(group.dir, ignore_errors=True)   # its nodes' disks; a failed group's stay for a look
+
+
+def run(chosen: dict[str, list[str]], pytest_args: list[str], timeout: float) -> list[Group]:
+    started: list[Group] = []
+    total: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        for name, modules in chosen.items():
+            prepare(name)
+            started.append(Group(name, modules, pytest_args))
+            print(f"integration: group {name}: {' '.join(modules)}", flush=True)
+        pending = list(started)
+        while pending:
+            for group in [g for g in pending if g.poll() is not None]:
+                pending.remove(group)
+                report(group, total)
+            if time.monotonic() > deadline:
+                for group in pending:
+                    print(f"integration: group {group.name} still running after {timeout:.0f} s: stopped",
+                          flush=True)
+                    group.stop()
+                    report(group, total)
+                pending = []
+            time.sleep(1)
+    finally:   # an exception or a signal here: no group outlives this process
+        for group in started:
+            group.stop()
+    for group in started:
+        print(f"integration: group {group.name} took {group.seconds:.0f} s (exit {group.proc.returncode})")
+    print(f"integration: {total.get('passed', 0)} passed, {total.get('failed', 0) + total.get('error', 0)} failed")
+    return started
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(groups()), help="run one group alone")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds a group may run (default 3600)")
     known, pytest_args = parser.parse_known_args(argv)
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         print("integration groups: needs root and util-linux unshare", file=sys.stderr)
         return 2
     WORK.mkdir(parents=True, exist_ok=True)
+    lock = open(WORK / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"integration groups: another run holds {WORK / '.lock'}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))   # the finally of run() stops them
+    fill_cache()
     chosen = {name: modules for name, modules in groups().items() if known.only in (None, name) and modules}
-    running = []
-    for name, modules in chosen.items():
-        prepare(name)
-        group = Group(name, modules, pytest_args)
-        group.start()
-        running.append(group)
-        print(f"integration: group {name}: {' '.join(modules)}", flush=True)
-    total: dict[str, int] = {}
-    for group in running:
-        group.join()
-        text = group.log.read_text(errors="replace")
-        print(f"\n===== group {group.name} (exit {group.rc}, {group.seconds:.0f} s) =====\n{text}", flush=True)
-        for word, n in counts(text).items():
-            total[word] = total.get(word, 0) + n
-        if group.rc == 0:
-            shutil.rmtree(group.dir, ignore_errors=True)   # its nodes' disks; a failed group's stay for a look
-    failed = sum(1 for g in running if g.rc != 0)
-    for group in running:
-        print(f"integration: group {group.name} took {group.seconds:.0f} s (exit {group.rc})")
-    print(f"integration: {total.get('passed', 0)} passed, {total.get('failed', 0) + total.get('error', 0)} failed")
-    return 1 if failed else 0
+    started = run(chosen, pytest_args, known.timeout)
+    return 1 if any(g.proc.returncode != 0 for g in started) else 0
 
 
 if __name__ == "__main__":

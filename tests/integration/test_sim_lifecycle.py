@@ -117,6 +117,7 @@ def test_foreign_resources_named_like_ours_survive_up_and_down(sim):
     sleeper = None
     try:
         subprocess.run(["ip", "netns", "add", victim], check=True)
+        shutil.rmtree(etc, ignore_errors=True)   # a run of this test killed before its cleanup left it
         etc.mkdir(parents=True)
         (etc / "resolv.conf").write_text("options timeout:1\n")
         subprocess.run(["ip", "link", "add", "dapo9h", "type", "veth", "peer", "name", "dapo9n"], check=True)

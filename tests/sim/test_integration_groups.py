@@ -22,3 +22,19 @@ def test_a_group_s_closing_line_is_counted():
     assert groups.counts(log) == {"failed": 1, "passed": 68, "skipped": 2, "error": 1}
     assert groups.counts("======= 6 passed, 63 deselected in 7.67s =======\n") == {"passed": 6}
     assert groups.counts("INTERNALERROR> Traceback\n") == {}   # no closing line: nothing counted as passed
+
+
+def test_a_group_that_failed_without_a_failed_test_is_counted_as_a_failure(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    log = tmp_path / "g.log"
+    log.write_text("mount: /var/lib/dapo-ops: special device does not exist\n")
+    group = SimpleNamespace(name="g", log=log, seconds=1.0, dir=tmp_path / "g", proc=SimpleNamespace(returncode=32))
+    total = {}
+    groups.report(group, total)
+    assert total == {"failed": 1}
+    assert "exited 32 without a failed test" in capsys.readouterr().out
+    log.write_text("===== 3 passed in 2.00s =====\n")
+    group.proc.returncode = 0
+    groups.report(group, total)
+    assert total == {"failed": 1, "passed": 3}
