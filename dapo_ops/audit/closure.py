@@ -26,6 +26,16 @@ MACHINES = {"arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64", "amd64
 Locks = dict[str, dict[str, LockedPackage]]
 
 
+_PARSED: dict[str, dict[str, LockedPackage]] = {}
+
+
+def _parsed(text: str, source: str) -> dict[str, LockedPackage]:
+    """parse_lock, once per text: the platform's lock and the inventory's are often the same file."""
+    if text not in _PARSED:
+        _PARSED[text] = parse_lock(text, source)
+    return _PARSED[text]
+
+
 def load_locks(manifest: StackManifest, directory=None) -> Locks:
     """The lock in force for each node platform (manifest `lock:`), parsed; reads the lock dir (the edge of
     analyze). A lock in force that cannot be read or parsed is a usage error (one line, exit 2)."""
@@ -45,7 +55,7 @@ def load_locks(manifest: StackManifest, directory=None) -> Locks:
             raise UsageError(f"the {platform.name} lock {path} is in force but cannot be read: "
                              f"{exc.strerror}") from None
         try:
-            locks[platform.name] = parse_lock(text, str(path))
+            locks[platform.name] = _parsed(text, str(path))
         except LockParseError as exc:
             raise UsageError(f"the {platform.name} lock is in force but does not parse: {exc}") from None
     return locks
@@ -56,7 +66,7 @@ def load_host_locks(raws: list[HostRaw]) -> Locks:
     locks = {}
     for path in sorted({raw.lock for raw in raws if raw.lock and "python_dists" in raw.outputs}):
         try:
-            locks[path] = parse_lock(Path(path).read_text(), path)
+            locks[path] = _parsed(Path(path).read_text(), path)
         except OSError as exc:
             raise UsageError(f"the inventory's {STACK_LOCK} {path} cannot be read: {exc.strerror}") from None
         except LockParseError as exc:

@@ -68,14 +68,31 @@ def planned(npus: int, facts: dict[str, Fact] | None = None) -> list[tuple[Fact,
     return plan
 
 
+def _section(key: str, command: str) -> str:
+    return (f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; {{ {command}; }} 2>&1; "
+            f"printf '\\n@@dapo-rc@@ %s %d\\n' {shlex.quote(key)} $?")
+
+
 def collection_script(ctx: NodeContext, npus: int) -> str:
-    """One shell script printing every fact's output between markers, with its exit code."""
-    parts = []
-    for fact, npu in planned(npus):
-        key = fact.key(npu)
-        parts.append(f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; {{ {fact.command_for(ctx, npu)}; }} 2>&1; "
-                     f"printf '\\n@@dapo-rc@@ %s %d\\n' {shlex.quote(key)} $?")
-    return "\n".join(parts) + "\n"
+    """One shell script printing every fact's output between markers, with its exit code.
+
+    The facts that touch no device (the Python probes, most of a node's collection time) run in the background
+    while the device tools run one after another, as they always have; their outputs are printed after, from a
+    temporary directory. Without one (mktemp fails) every fact runs in turn."""
+    plan = [(fact.key(npu), fact.command_for(ctx, npu), fact.beside_tools) for fact, npu in planned(npus)]
+    serial = "\n".join(_section(key, command) for key, command, _ in plan)
+    beside = [(key, command) for key, command, beside_tools in plan if beside_tools]
+    if not beside:
+        return serial + "\n"
+    started = "\n".join(f"{{ {{ {command}; }} > \"$d/{i}\" 2>&1; echo $? > \"$d/{i}.rc\"; }} &"
+                         for i, (_, command) in enumerate(beside))
+    tools = "\n".join(_section(key, command) for key, command, beside_tools in plan if not beside_tools)
+    printed = "\n".join(f"printf '\\n@@dapo-fact@@ %s\\n' {shlex.quote(key)}; command cat \"$d/{i}\"; "
+                         f"rc=125; read -r rc < \"$d/{i}.rc\"; printf '\\n@@dapo-rc@@ %s %d\\n' {shlex.quote(key)} \"$rc\""
+                         for i, (key, _) in enumerate(beside))
+    return (f"if d=$(mktemp -d 2>/dev/null) && [ -d \"$d\" ]; then\n"
+            f"trap 'rm -rf \"$d\"' EXIT\ntrap 'exit 129' HUP INT TERM\n"
+            f"{started}\n{tools}\nwait\n{printed}\nelse\n{serial}\nfi\n")
 
 
 def split_sections(output: str) -> dict[str, tuple[int, str]]:

@@ -34,6 +34,7 @@ class Fact:
     per_npu: bool = False
     absent_codes: tuple[int, ...] = ()   # exit codes that mean "not installed / not there": the value is None
     ok_codes: tuple[int, ...] = (0,)     # exit codes whose output is parsed
+    beside_tools: bool = False           # touches no device: may run while the device tools run (the Python probes)
 
     def key(self, npu: int | None = None) -> str:
         return self.name if npu is None else f"{self.name}.{npu}"

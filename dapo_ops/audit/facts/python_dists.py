@@ -52,4 +52,5 @@ FACT = Fact(
     command=command,
     parse=parse,
     absent_codes=(3,),  # no environment
+    beside_tools=True,
 )
