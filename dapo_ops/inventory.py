@@ -237,11 +237,14 @@ def configured_inventory() -> Path | None:
     or ansible.cfg's, found as ansible-playbook finds it); None when neither is set."""
     if os.environ.get(INVENTORY_ENV):
         return Path(os.environ[INVENTORY_ENV])
+    exported = os.environ.get("ANSIBLE_INVENTORY")
+    if exported == "":
+        return None
+    if exported is not None and "," not in exported and "{{" not in exported:
+        return Path(_ansible_path(exported))
     from ansible.config.manager import ConfigManager
     from ansible.errors import AnsibleError
 
-    if os.environ.get("ANSIBLE_INVENTORY") == "":
-        return None
     try:
         sources, origin = ConfigManager().get_config_value_and_origin("DEFAULT_HOST_LIST")
     except AnsibleError as exc:
@@ -252,6 +255,14 @@ def configured_inventory() -> Path | None:
         raise InventoryError(f"Ansible is configured with {len(sources)} inventories ({', '.join(sources)}); "
                              "dapo-ops reads one: pass -i INVENTORY")
     return Path(sources[0])
+
+
+def _ansible_path(value: str) -> str:
+    """One path as Ansible resolves an exported ANSIBLE_INVENTORY (ansible/utils/path.py unfrackpath, follow=False):
+    variables, then ~, then relative to the working directory. Spares every command the 0.1 s import of Ansible's
+    configuration when the environment alone decides; a test holds it equal to Ansible's own answer."""
+    path = os.path.expanduser(os.path.expandvars(value.strip()))
+    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 def resolve_inventory(source: Path | str | None) -> Path:

@@ -229,6 +229,24 @@ def test_without_i_the_inventory_is_dapo_ops_or_ansibles_configured_one_else_a_c
     assert resolve_inventory("inventory/x") == Path("inventory/x")
 
 
+@pytest.mark.parametrize("exported", ["/srv/site/inventory", "inventory/sim", "./a/../b", " spaced/inv ",
+                                      "~/inv", "$DAPO_TEST_DIR/inv", "${DAPO_TEST_DIR}/x/", "/srv//double/"])
+def test_an_exported_ansible_inventory_resolves_as_ansible_resolves_it(exported, tmp_path, monkeypatch):
+    from ansible.config.manager import ConfigManager
+
+    from dapo_ops.inventory import configured_inventory
+
+    monkeypatch.delenv("DAPO_OPS_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAPO_TEST_DIR", "/srv/from-env")
+    monkeypatch.setenv("ANSIBLE_INVENTORY", exported)
+    (tmp_path / "ansible.cfg").write_text("[defaults]\ninventory = /srv/not-this-one\n")
+    sources, origin = ConfigManager().get_config_value_and_origin("DEFAULT_HOST_LIST")
+    assert origin == "env: ANSIBLE_INVENTORY"
+    assert configured_inventory() == Path(sources[0])
+
+
 def test_the_checkout_configures_no_inventory():
     """The product has no default inventory, least of all the simulator's."""
     config = configparser.ConfigParser()
