@@ -62,7 +62,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         if not buf:
             start = number
         # a comment starts with '#' at line start or after whitespace (a '#' in a URL fragment is not one)
-        stripped = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].rstrip()
+        stripped = (re.split(r"(?:^|\s)#", line, maxsplit=1)[0] if "#" in line else line).rstrip()
         if stripped.endswith("\\"):
             buf.append(stripped[:-1].strip())
             continue
