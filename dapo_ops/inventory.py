@@ -9,12 +9,13 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.layout import layout_problems
+from dapo_ops.layout import NodeLayout, layout_problems, node_layout
 from dapo_ops.model.variables import KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT
 
 DEFAULT_GROUP = "npu_nodes"
@@ -43,9 +44,24 @@ def host_npus(host: HostSpec) -> int:
 
 
 @dataclass(frozen=True)
+class Host(HostSpec):
+    """A host of the inventory: its SSH target, and its variables parsed on first use (an error names the host and
+    the variable)."""
+
+    @cached_property
+    def npus(self) -> int:
+        return host_npus(self)
+
+    @cached_property
+    def layout(self) -> NodeLayout:
+        """Its stack_* paths (the role defaults where the inventory sets none)."""
+        return node_layout(self.vars)
+
+
+@dataclass(frozen=True)
 class Inventory:
     source: Path
-    hosts: tuple[HostSpec, ...]
+    hosts: tuple[Host, ...]
 
     def names(self) -> list[str]:
         return [h.name for h in self.hosts]
@@ -188,7 +204,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
             port = int(v.get("ansible_port", v.get("ansible_ssh_port", 22)))
         except (TypeError, ValueError):
             raise InventoryError(f"inventory {source}: {name} has a non-numeric ansible_port") from None
-        hosts.append(HostSpec(
+        hosts.append(Host(
             name=name, address=str(address), known_hosts=Path(known),
             user=str(v.get("ansible_user", v.get("ansible_ssh_user", "root"))), port=port,
             key_file=Path(os.path.expanduser(key)) if key else None,

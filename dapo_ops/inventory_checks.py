@@ -8,7 +8,7 @@ from dapo_ops.ascend.hccn import plan_problems
 from dapo_ops.errors import InventoryError, ManifestError, UsageError
 from dapo_ops.fleet.nic import hccl_nic, inventory_address
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.inventory import RENAMED_VARS, host_npus
+from dapo_ops.inventory import RENAMED_VARS, Host, host_npus
 from dapo_ops.launch.rehearsal import backend_for
 from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
 from dapo_ops.model.timeouts import step_timeouts
@@ -90,7 +90,7 @@ def _launch_problems(hostvars: dict) -> list[str]:
 def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[str]:
     """Every problem of one host's variables, each naming the variable; the job commands (provisioning=False) leave
     out what only the playbook reads (the artifact source and digests, the reboot batch size)."""
-    host = HostSpec(name, str(hostvars.get("ansible_host", name)), known_hosts=None, vars=hostvars)  # type: ignore[arg-type]
+    host = Host(name, str(hostvars.get("ansible_host", name)), known_hosts=None, vars=hostvars)  # type: ignore[arg-type]
     problems = [f"{old} is now called {new} (rename it in the inventory)" for old, new in RENAMED_VARS.items()
                 if old in hostvars and new not in hostvars]
     if not problems:

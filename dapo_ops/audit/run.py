@@ -16,7 +16,7 @@ from dapo_ops.audit.fact import all_facts
 from dapo_ops.audit.model import AuditReport, Thresholds
 from dapo_ops.audit.report import print_report, prometheus_text, write_atomically
 from dapo_ops.errors import UsageError
-from dapo_ops.inventory import host_npus, load_inventory
+from dapo_ops.inventory import load_inventory
 from dapo_ops.manifest import load_manifest
 
 
@@ -54,7 +54,7 @@ def run(out, *, inventory, limit, from_bundle, bundle_out, timeout, connect_time
         hosts = list(inv.hosts)
         if connect_timeout:
             hosts = [dataclasses.replace(h, connect_timeout=connect_timeout) for h in hosts]
-        npus = {host.name: npus_per_node or host_npus(host) for host in hosts}
+        npus = {host.name: npus_per_node or host.npus for host in hosts}
         with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True,
                       disable=out.as_json or not Console(stderr=True).is_terminal) as progress:

@@ -91,7 +91,6 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
     from dapo_ops.launch import cluster
     from dapo_ops.launch.records import needs_ray_status, reconcile
     from dapo_ops.launch.watch import watch_once
-    from dapo_ops.layout import node_layout
 
     out = Output(as_json)
     record, inv, head = run_context(run, inventory)
@@ -100,7 +99,7 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
         health = watch_once(record, _run_hosts(record, inv), on_node_loss, out.note)
         job, lost = health.job, health.lost
     elif needs_ray_status(record):
-        job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+        job = cluster.job_status(head, head.layout.ray, record.dashboard, record.token_file,
                                      record.submission_id)
         reconcile(record, job)
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
@@ -158,12 +157,11 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
 def logs(run: str, follow: bool, inventory: Path | None) -> None:
     """The driver log of a run's job."""
     from dapo_ops.launch import cluster
-    from dapo_ops.layout import node_layout
 
     record, _, head = run_context(run, inventory)
     if not record.submission_id:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
-    cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.token_file, record.submission_id,
+    cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
                      follow, sys.stdout)
 
 

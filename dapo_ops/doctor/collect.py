@@ -104,12 +104,11 @@ def _collect_node(host, bundle: Path, minutes: int) -> dict:
 
 def _console(record, head, bundle: Path) -> None:
     from dapo_ops.launch.cluster import job_logs
-    from dapo_ops.layout import node_layout
 
     path = bundle / record.head / "console.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as stream:
-        job_logs(head, node_layout(head.vars).ray, record.dashboard, record.token_file, record.submission_id,
+        job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
                  False, stream)
 
 
@@ -117,20 +116,19 @@ def _audit(hosts, bundle: Path) -> None:
     from dapo_ops.audit import collect as audit_collect
     from dapo_ops.audit.analyze import analyze
     from dapo_ops.audit.model import Thresholds
-    from dapo_ops.inventory import host_npus
     from dapo_ops.manifest import load_manifest
 
     manifest = load_manifest()
-    raws, interrupted = audit_collect.collect(hosts, host_npus, manifest.platform["install_path"], 120, len(hosts))
+    raws, interrupted = audit_collect.collect(hosts, lambda h: h.npus, manifest.platform["install_path"], 120, len(hosts))
     audit_collect.write_bundle(bundle / "audit", raws)
     report = analyze(raws, manifest, Thresholds(), interrupted)
     findings = [asdict(f) for f in report.findings if f.severity in ("error", "warning")]
     (bundle / "audit.json").write_text(json.dumps({"findings": findings}, indent=2) + "\n")
 
 
-def _npus(host, host_npus) -> int | None:
+def _npus(host) -> int | None:
     try:
-        return host_npus(host)
+        return host.npus
     except DapoError:
         return None
 
@@ -138,7 +136,7 @@ def _npus(host, host_npus) -> int | None:
 def collect_run(record, bundle: Path, inventory: Path | None = None, minutes: int = 24 * 60) -> None:
     """Every node of the run into the bundle; a node that cannot be read is named in bundle.json's problems."""
     from dapo_ops.fleet.ssh import fan_out
-    from dapo_ops.inventory import host_npus, load_inventory
+    from dapo_ops.inventory import load_inventory
 
     by_name = {h.name: h for h in load_inventory(inventory).hosts}
     missing = [n for n in record.nodes if n not in by_name]
@@ -162,7 +160,7 @@ def collect_run(record, bundle: Path, inventory: Path | None = None, minutes: in
             problems[host.name] = got["problem"]
             continue
         nodes[host.name] = node_meta(got["node"], address=record.addresses.get(host.name, host.address),
-                                     npus=_npus(host, host_npus), skew_s=got["skew_s"])
+                                     npus=_npus(host), skew_s=got["skew_s"])
     for step, call in (("console", lambda: record.submission_id and _console(record, by_name[record.head], bundle)),
                        ("audit", lambda: _audit(hosts, bundle))):
         try:

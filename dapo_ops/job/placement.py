@@ -13,7 +13,7 @@ import dataclasses
 
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
-from dapo_ops.inventory import NPUS_VAR, host_npus
+from dapo_ops.inventory import NPUS_VAR
 from dapo_ops.job.spec import JobSpec, SpecError
 from dapo_ops.ray_ports import INVENTORY_VAR as RAY_PORTS_VAR, RayPorts, ray_ports, with_defaults
 
@@ -44,7 +44,7 @@ def place(spec: JobSpec, hosts: list[HostSpec], nodes: int | None = None) -> tup
 
     chosen = job_hosts(spec, hosts, nodes)
     job_host_problems(chosen)
-    counts = {h.name: host_npus(h) for h in chosen}
+    counts = {h.name: h.npus for h in chosen}
     distinct = sorted(set(counts.values()))
     if len(distinct) > 1:
         listed = ", ".join(f"{name} {n}" for name, n in counts.items())

@@ -23,7 +23,6 @@ from dapo_ops.job.overrides import checkpoint_dir, overrides
 from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME, TLS_VAR, tls_wanted
 from dapo_ops.job.secrets import runtime_env_paths
 from dapo_ops.job.spec import JobSpec
-from dapo_ops.layout import node_layout
 from dapo_ops.manifest import StackManifest
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.ray_listeners import dashboard_guard
@@ -121,7 +120,7 @@ def pick_nodes(hosts: list[HostSpec], manifest: StackManifest, addresses: dict[s
     verl_dir_rel = manifest.source("verl").dir
     nodes = []
     for index, host in enumerate(hosts):
-        layout = node_layout(host.vars)
+        layout = host.layout
         nodes.append(RenderNode(host.name, addresses.get(host.name), hccl_nic(host), layout.env_script,
                                 layout.python, layout.ray, f"{layout.src_root}/{verl_dir_rel}", index == 0,
                                 host.vars.get(RAY_PORTS_VAR),

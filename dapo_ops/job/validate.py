@@ -59,10 +59,9 @@ def recipe_from_head(head, manifest: StackManifest, workdir: Path) -> ConfigSour
 
     from dapo_ops.errors import SSHError
     from dapo_ops.fleet.ssh import run_on
-    from dapo_ops.layout import node_layout
 
     verl = manifest.source("verl")
-    remote = f"{node_layout(head.vars).src_root}/{verl.dir}/{verl.extra['recipe_config']}"
+    remote = f"{head.layout.src_root}/{verl.dir}/{verl.extra['recipe_config']}"
     result = run_on(head, f"cat {shlex.quote(remote)}", timeout=QUICK)
     if result.failure is not None:
         raise SSHError(result.error)

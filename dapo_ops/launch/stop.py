@@ -6,7 +6,6 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.inventory import Inventory
 from dapo_ops.launch import cluster, teardown
 from dapo_ops.launch.records import RunRecord
-from dapo_ops.layout import node_layout
 from dapo_ops.model.run import RunState
 
 
@@ -20,7 +19,7 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
         raise UsageError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
     hosts = [by_name[n] for n in record.nodes]
     head = by_name[record.head]
-    ray = {h.name: node_layout(h.vars).ray for h in hosts}
+    ray = {h.name: h.layout.ray for h in hosts}
     if record.submission_id and record.state == RunState.RUNNING:  # an ended run's job is over (and its head may be down)
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)

@@ -15,7 +15,6 @@ from dapo_ops.launch import locks
 from dapo_ops.launch.leftovers import (DROP_RUN_TABLES, JOB_SECRET_NAMES, PRIVATE_NAMES,  # noqa: F401
                                        forget_job_secrets, leave_command, sweep_dead_runs)
 from dapo_ops.model.timeouts import INVENTORY_VAR, step_timeouts
-from dapo_ops.layout import node_layout
 
 def _unmatchable_by_itself(text: str) -> str:
     """A `pgrep -f` pattern for `text` that does not match the command line carrying it (its first letter in
@@ -75,7 +74,7 @@ def tear_down(hosts: list[HostSpec], run_id: str, run_dir: str, timeout: float,
     """Stop Ray on the run's hosts (its ray-start.sh and `ray start` first), then release the run's lock, token and
     firewall table on those where it stopped; host -> why Ray is still up, for the rest. A stop that is itself
     interrupted (Ctrl-C, a lost controller) releases nothing: no node is known stopped, and `dapo-ops stop` retries."""
-    ray = {h.name: node_layout(h.vars).ray for h in hosts}
+    ray = {h.name: h.layout.ray for h in hosts}
     errors = {h: e for h, e in ray_stop(hosts, ray, timeout=timeout, starters_of=run_dir).items() if e}
     for error in errors.values():
         if note:

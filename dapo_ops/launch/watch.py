@@ -15,7 +15,6 @@ from dapo_ops.fleet.ssh import HostSpec, PROBE, fan_out, run_on
 from dapo_ops.job.render import firewall_table
 from dapo_ops.launch import cluster, locks, teardown
 from dapo_ops.launch.records import RunRecord, reconcile
-from dapo_ops.layout import node_layout
 from dapo_ops.model.run import RunState
 
 ON_NODE_LOSS = ("stop", "keep")
@@ -104,12 +103,12 @@ def check(record: RunRecord, by_name: dict[str, HostSpec], timeout: float = PROB
         return health
     head = by_name[record.head]
     try:
-        seen = cluster.probe(head, node_layout(head.vars).python, record.dashboard, record.token_file, timeout)
+        seen = cluster.probe(head, head.layout.python, record.dashboard, record.token_file, timeout)
         for name, address in (record.addresses or {}).items():
             if address not in seen.get("hosts", []) and name not in health.lost:
                 health.lost[name] = f"Ray counts its node ({address}) dead"
         if record.submission_id:
-            health.job = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+            health.job = cluster.job_status(head, head.layout.ray, record.dashboard, record.token_file,
                                             record.submission_id, timeout)
     except cluster.LaunchError as exc:
         health.lost[record.head] = f"Ray on the head does not answer: {exc}"
@@ -134,7 +133,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
     if record.head not in lost and record.submission_id:
         say(f"stopping job {record.submission_id}")
         try:
-            cluster.job_stop(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+            cluster.job_stop(head, head.layout.ray, record.dashboard, record.token_file,
                              record.submission_id)
         except cluster.LaunchError as exc:
             say(f"the job did not stop: {exc}")

@@ -40,13 +40,12 @@ def _spec(record):
 
 def fetch_console(record, head, path: Path) -> Path:
     from dapo_ops.launch import cluster
-    from dapo_ops.layout import node_layout
 
     if not record.submission_id:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
     partial = path.with_name(path.name + ".part")
     with open(partial, "w", encoding="utf-8", errors="replace") as stream:
-        cluster.job_logs(head, node_layout(head.vars).ray, record.dashboard, record.token_file, record.submission_id,
+        cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
                          False, stream)
     partial.replace(path)
     return path
@@ -66,10 +65,9 @@ def fetch_jsonl(hosts: list, remote: str, path: Path, say: Callable[[str], None]
 
 def _npus(hosts: list) -> int | None:
     from dapo_ops.errors import InventoryError
-    from dapo_ops.inventory import host_npus
 
     try:
-        return sum(host_npus(h) for h in hosts)
+        return sum(h.npus for h in hosts)
     except InventoryError:
         return None
 
@@ -91,11 +89,10 @@ def job_ended(record, inventory) -> bool:
     """Whether the run's Ray job has ended (for --follow); a run that is no longer running has."""
     from dapo_ops.launch import cluster
     from dapo_ops.launch.records import RAY_TERMINAL
-    from dapo_ops.layout import node_layout
 
     if record.state != RunState.RUNNING or not record.submission_id:
         return True
     head = _run_hosts(record, inventory)[0]
-    status = cluster.job_status(head, node_layout(head.vars).ray, record.dashboard, record.token_file,
+    status = cluster.job_status(head, head.layout.ray, record.dashboard, record.token_file,
                                 record.submission_id)
     return status in RAY_TERMINAL

@@ -252,3 +252,17 @@ def test_the_checkout_configures_no_inventory():
     config = configparser.ConfigParser()
     config.read(INVENTORY_DIR.parent / "ansible.cfg")
     assert "inventory" not in config["defaults"]
+
+
+def test_a_host_parses_its_variables_on_first_use_naming_host_and_variable():
+    from dapo_ops.errors import InventoryError
+    from dapo_ops.inventory import Host
+
+    good = Host("n1", "192.0.2.1", Path("/dev/null"), vars={"dapo_npus_per_node": "16", "stack_conda_prefix": "/srv/c"})
+    assert good.npus == 16
+    assert good.layout.python.startswith("/srv/c/")      # the env follows an overridden conda prefix
+    assert good.layout is good.layout                    # parsed once
+    bad = Host("n2", "192.0.2.2", Path("/dev/null"), vars={"dapo_npus_per_node": "sixteen"})
+    assert bad.layout.python                              # a bad variable does not stop the others
+    with pytest.raises(InventoryError, match=r"^n2: dapo_npus_per_node is 'sixteen', not a whole number$"):
+        bad.npus

@@ -16,7 +16,7 @@ import yaml
 
 from tests.cli_runner import run_cli
 from tests.data.jobs.make_corpus import DELETE, apply_change
-from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.inventory import Host
 from dapo_ops.job.overrides import hydra_value, overrides
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import pick_nodes, render, write
@@ -223,7 +223,7 @@ def test_hostile_strings_never_execute(tmp_path, payload):
         path.chmod(0o755)
     layout = {"stack_env_script": str(root / "cann-env.sh"), "stack_conda_prefix": str(root / "conda"),
               "stack_src_root": str(root / "src"), "dapo_hccl_ifname": "eth0", "dapo_npus_per_node": 16}
-    hosts = [HostSpec(f"n{i}", f"127.0.0.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
+    hosts = [Host(f"n{i}", f"127.0.0.{i}", Path("/dev/null"), vars=layout) for i in (1, 2)]
     manifest = load_manifest()
     out = tmp_path / "out"
     spec, hosts = place(spec, hosts)

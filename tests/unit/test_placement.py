@@ -10,7 +10,7 @@ import yaml
 from tests.cli_runner import run_cli
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.nic import inventory_address, parse_ipv4
-from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.inventory import Host
 from dapo_ops.inventory import host_npus
 from dapo_ops.job.npu_env import env_problems, task_queue_enable
 from dapo_ops.job.overrides import overrides
@@ -37,8 +37,8 @@ def seed(**changes) -> dict:
     return data
 
 
-def host(name: str, npus=16, **extra) -> HostSpec:
-    return HostSpec(name, f"192.0.2.{len(name)}", Path("/dev/null"),
+def host(name: str, npus=16, **extra) -> Host:
+    return Host(name, f"192.0.2.{len(name)}", Path("/dev/null"),
                     vars={"dapo_npus_per_node": npus, "dapo_hccl_ifname": "eth1", **extra})
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dapo_ops.errors import InventoryError
-from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.inventory import Host
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import firewall_table, pick_nodes, render
 from dapo_ops.job.secrets import (SecretError, job_secrets, loggers, missing_secrets, netrc_text, read_secret,
@@ -30,8 +30,8 @@ def spec_data(**cluster) -> dict:
     return data
 
 
-def host(name: str, **extra) -> HostSpec:
-    return HostSpec(name, f"192.0.2.{len(name)}", Path("/dev/null"),
+def host(name: str, **extra) -> Host:
+    return Host(name, f"192.0.2.{len(name)}", Path("/dev/null"),
                     vars={"dapo_npus_per_node": 16, "dapo_hccl_ifname": "eth1", **extra})
 
 

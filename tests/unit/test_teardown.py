@@ -26,9 +26,9 @@ def test_a_launch_sweeps_dead_runs_private_files_and_keeps_its_own_and_the_rest(
 
 
 def _hosts(*names, **vars_):
-    from dapo_ops.fleet.ssh import HostSpec
+    from dapo_ops.inventory import Host
     from pathlib import Path
-    return [HostSpec(name=n, address=f"10.0.0.{i}", known_hosts=Path("/dev/null"), vars=dict(vars_))
+    return [Host(name=n, address=f"10.0.0.{i}", known_hosts=Path("/dev/null"), vars=dict(vars_))
             for i, n in enumerate(names, 1)]
 
 
