@@ -16,7 +16,8 @@ from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.layout import NodeLayout, layout_problems, node_layout
-from dapo_ops.model.variables import KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT
+from dapo_ops.model.variables import (KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT,
+                                      unknown_variable)
 
 DEFAULT_GROUP = "npu_nodes"
 NPUS_VAR = NPUS_PER_NODE.name
@@ -195,6 +196,7 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
         problems = ([] if HOST_NAME.fullmatch(name) and ".." not in name else
                     ["the host name is not a plain name (letters, digits, '.', '_', '-'; it names files)"])
         problems += layout_problems(v) + _template_problems(v)
+        problems += [p for p in map(unknown_variable, sorted(v)) if p]
         if problems:
             raise InventoryError(f"inventory {source}: host {name!r}: {problems[0]}")
         address = v.get("ansible_host", name)

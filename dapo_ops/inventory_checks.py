@@ -17,7 +17,7 @@ from dapo_ops.manifest import is_sha256, load_manifest
 from dapo_ops.model.variables import (
     ARTIFACT_DIGESTS, ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK,
     HCCL_IFNAME, HCCL_IP, LAUNCH_TIMEOUTS, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE,
-    REHEARSAL_BACKEND, RUN_FENCE_NIC)
+    REHEARSAL_BACKEND, RUN_FENCE_NIC, unknown_variable)
 from dapo_ops.ray_ports import ray_ports
 
 ARTIFACT_SOURCES = (ARTIFACT_URL.name, ARTIFACT_DIR.name)
@@ -87,12 +87,14 @@ def _launch_problems(hostvars: dict) -> list[str]:
     return problems
 
 
-def host_problems(name: str, hostvars: dict, provisioning: bool = True) -> list[str]:
+def host_problems(name: str, hostvars: dict, provisioning: bool = True, names=None) -> list[str]:
     """Every problem of one host's variables, each naming the variable; the job commands (provisioning=False) leave
-    out what only the playbook reads (the artifact source and digests, the reboot batch size)."""
+    out what only the playbook reads (the artifact source and digests, the reboot batch size). `names`: every
+    variable name the host has, when hostvars holds only the checked ones (Ansible's filter)."""
     host = Host(name, str(hostvars.get("ansible_host", name)), known_hosts=None, vars=hostvars)  # type: ignore[arg-type]
     problems = [f"{old} is now called {new} (rename it in the inventory)" for old, new in RENAMED_VARS.items()
                 if old in hostvars and new not in hostvars]
+    problems += [p for p in map(unknown_variable, sorted(hostvars if names is None else names)) if p]
     if not problems:
         problems += _named_error(host_npus, host)
     problems += _named_error(hccl_nic, host) + _named_error(inventory_address, host)
@@ -120,10 +122,12 @@ def _device_plan(hostvars: dict) -> dict:
             "npus": int(str(hostvars.get(NPUS_PER_NODE.name)).strip())}
 
 
-def fleet_problems(hostvars_by_host: dict[str, dict], order: list[str]) -> dict[str, list[str]]:
+def fleet_problems(hostvars_by_host: dict[str, dict], order: list[str],
+                   names_by_host: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
     """host -> its problems (only hosts that have some): each host's own, then the NPU network plan of the hosts
     that configure it (hccl_network_enabled), checked across the fleet as the hccl_network role does."""
-    problems = {host: host_problems(host, hostvars_by_host[host]) for host in order}
+    problems = {host: host_problems(host, hostvars_by_host[host], names=(names_by_host or {}).get(host))
+                for host in order}
     planned = [h for h in order if hostvars_by_host[h].get("hccl_network_enabled") in (True, "true", "True")
                and not problems[h]]
     if planned:

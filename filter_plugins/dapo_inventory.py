@@ -9,7 +9,8 @@ def inventory_problems(hostvars, hosts) -> dict:
     """{host: [problem, ...]} for the hosts whose inventory variables are wrong."""
     hosts = list(hosts)
     found = {host: {name: hostvars[host][name] for name in CHECKED_VARS if name in hostvars[host]} for host in hosts}
-    return fleet_problems(found, hosts)
+    names = {host: list(hostvars[host]) for host in hosts}   # names only: nothing else is templated
+    return fleet_problems(found, hosts, names)
 
 
 class FilterModule:

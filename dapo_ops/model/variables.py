@@ -7,6 +7,7 @@ declarations (`python -m dapo_ops.model.variables > docs/inventory-variables.md`
 
 from __future__ import annotations
 
+import difflib
 import sys
 from dataclasses import dataclass
 
@@ -128,12 +129,26 @@ REHEARSAL_BACKEND = _declare(LAUNCH, "dapo_rehearsal_backend", "hccl | gloo", "h
                              "launch; validate")
 
 
+PREFIX = "dapo_"   # every inventory-facing knob of dapo-ops and its roles
+
+
+def unknown_variable(name: str) -> str | None:
+    """For a dapo_* name no declaration here knows (a typo Ansible and dapo-ops would ignore): the problem, naming
+    the closest known name; None for a known name or one outside the dapo_ prefix."""
+    if not name.startswith(PREFIX) or name in VARIABLES:
+        return None
+    close = difflib.get_close_matches(name, list(VARIABLES), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else "docs/inventory-variables.md lists them"
+    return f"{name} is not a dapo-ops inventory variable ({hint})"
+
+
 def markdown() -> str:
     """docs/inventory-variables.md, generated from the declarations."""
     lines = ["# Inventory variables", "",
              "Every variable dapo-ops and its roles read from an inventory (generated from "
              "`dapo_ops/model/variables.py`: `python -m dapo_ops.model.variables > docs/inventory-variables.md`). "
-             "`dapo-ops validate` and the `validate_inventory` play check them before anything runs.", ""]
+             "`dapo-ops validate` and the `validate_inventory` play check them before anything runs; a `dapo_` name that is "
+             "not one of these is refused, naming the closest one.", ""]
     for group in (NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH):
         lines += [f"## {group}", "", "| variable | type | default | what it does | read by |", "|---|---|---|---|---|"]
         lines += [f"| `{v.name}` | {v.kind} | {v.default} | {v.doc} | {v.readers} |"

@@ -35,3 +35,11 @@ def test_the_role_stops_every_host_before_any_is_touched_naming_host_and_variabl
     good = run_playbook(tmp_path, {"n1": GOOD, "n2": with_(ansible_host="192.0.2.12")})
     assert good.returncode == 0, good.stdout[-2000:]
     assert good.stdout.count("LATER-LAYER-RAN") == 2
+
+
+def test_the_role_refuses_an_unknown_dapo_variable_naming_the_closest(tmp_path):
+    bad = run_playbook(tmp_path, {"n1": with_(dapo_pip_index="http://mirror/simple")})
+    assert bad.returncode != 0
+    assert ("n1: dapo_pip_index is not a dapo-ops inventory variable (did you mean dapo_pip_index_url?)"
+            in bad.stdout), bad.stdout[-2000:]
+    assert "LATER-LAYER-RAN" not in bad.stdout

@@ -130,6 +130,17 @@ def test_a_host_name_that_is_not_a_plain_name_is_refused_naming_it(tmp_path, nam
     assert f"host {name!r}: the host name is not a plain name" in str(err.value)
 
 
+def test_every_command_refuses_an_unknown_dapo_variable_naming_the_closest(tmp_path):
+    """The typo a site makes (dapo_pip_index for dapo_pip_index_url) would otherwise be ignored everywhere."""
+    with pytest.raises(InventoryError) as err:
+        parse_inventory(raw_inventory({"node1": {"dapo_npus_per_node": 8, "dapo_pip_index": "http://m/simple"}}),
+                        tmp_path)
+    assert str(err.value) == (f"inventory {tmp_path}: host 'node1': dapo_pip_index is not a dapo-ops inventory "
+                              "variable (did you mean dapo_pip_index_url?)")
+    site_own = parse_inventory(raw_inventory({"node1": {"dapo_npus_per_node": 8, "site_rack": "r12"}}), tmp_path)
+    assert site_own.hosts[0].vars["site_rack"] == "r12"   # a site's own variables are its business
+
+
 @pytest.mark.parametrize("value, message", [
     ("{{ cycler.__init__.__globals__.os.system('touch /tmp/pwned') }}", "is a template; only"),
     ("{{ lookup('pipe', 'id') }}", "is a template; only"),

@@ -44,6 +44,9 @@ def test_a_good_host_has_no_problem():
     (with_(dapo_ray_firewall="sometimes"), "dapo_ray_firewall must be true or false (got 'sometimes')"),
     (with_(dapo_run_fence_nic=2), "dapo_run_fence_nic must be true or false (got 2)"),
     (with_(dapo_ray_tls="maybe"), "dapo_ray_tls must be true or false (got 'maybe')"),
+    (with_(dapo_pip_index="http://mirror/simple"),
+     "dapo_pip_index is not a dapo-ops inventory variable (did you mean dapo_pip_index_url?)"),
+    (with_(dapo_zzz=1), "dapo_zzz is not a dapo-ops inventory variable (docs/inventory-variables.md lists them)"),
 ])
 def test_each_problem_names_its_variable(hostvars, needle):
     problems = host_problems("n1", hostvars)
@@ -100,3 +103,34 @@ def test_a_sites_own_manifest_with_the_vendor_digests_needs_none_from_the_invent
     assert host_problems("n1", with_(dapo_artifact_digests=None, stack_manifest=str(site))) == []
     assert host_problems("n1", with_(dapo_artifact_digests={"driver": "F" * 64}, stack_manifest=str(site))) != []
     assert host_problems("n1", with_(dapo_artifact_digests={"driver": f"{1:064X}"}, stack_manifest=str(site))) == []
+
+
+def test_the_ansible_filter_sees_every_variable_name_but_templates_only_the_checked_ones():
+    """The validate_inventory role's filter: a typo'd dapo_ name is found from the names alone (a value that would
+    fail to template is never read)."""
+    import sys
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "filter_plugins"))
+    from dapo_inventory import inventory_problems
+
+    class HostVars(Mapping):   # Ansible's HostVarsVars: iterating gives names, reading a value templates it
+        def __init__(self, values):
+            self.values, self.read = values, []
+
+        def __getitem__(self, key):
+            self.read.append(key)
+            return self.values[key]
+
+        def __iter__(self):
+            return iter(self.values)
+
+        def __len__(self):
+            return len(self.values)
+
+    n1 = HostVars(dict(GOOD, dapo_pip_index="{{ lookup('pipe', 'false') }}", other="{{ undefined }}"))
+    problems = inventory_problems({"n1": n1}, ["n1"])
+    assert problems == {"n1": ["dapo_pip_index is not a dapo-ops inventory variable (did you mean "
+                               "dapo_pip_index_url?)"]}
+    assert "dapo_pip_index" not in n1.read and "other" not in n1.read
