@@ -21,7 +21,7 @@ class Sources:
     """What the report reads: local log files, or a run whose logs are fetched into its report directory."""
 
     def __init__(self, args: tuple[str, ...], inventory: Path | None, out: Output):
-        from dapo_ops.launch.records import RUNS_DIR, load_run
+        from dapo_ops.launch.records import RUNS_DIR, load_run, run_inventory
 
         self.record, self.inventory, self.out, self.npus, self.reads = None, None, out, None, 0
         self.paths = [Path(a) for a in args]
@@ -30,7 +30,7 @@ class Sources:
             from dapo_ops.inventory import load_inventory
 
             self.record = load_run(args[0])
-            self.inventory = load_inventory(inventory)
+            self.inventory = load_inventory(run_inventory(self.record, inventory))
             return
         for path in self.paths:
             if not path.is_file():

@@ -18,12 +18,13 @@ from dapo_ops.model.run import RunState
 
 
 def run_context(run: str | None, inventory: Path | None):
-    """The run's record (default: the latest), the inventory, and the run's head host from it."""
+    """The run's record (default: the latest), its inventory (-i, else the one it was launched with), and the run's
+    head host from it."""
     from dapo_ops.inventory import load_inventory
-    from dapo_ops.launch.records import latest_run, load_run
+    from dapo_ops.launch.records import latest_run, load_run, run_inventory
 
     record = load_run(run) if run else latest_run()
-    inv = load_inventory(inventory)
+    inv = load_inventory(run_inventory(record, inventory))
     by_name = {h.name: h for h in inv.hosts}
     if record.head not in by_name:
         raise UsageError(f"run {record.run_id}'s head {record.head} is not in the inventory")

@@ -137,8 +137,9 @@ def collect_run(record, bundle: Path, inventory: Path | None = None, minutes: in
     """Every node of the run into the bundle; a node that cannot be read is named in bundle.json's problems."""
     from dapo_ops.fleet.ssh import fan_out
     from dapo_ops.inventory import load_inventory
+    from dapo_ops.launch.records import run_inventory
 
-    by_name = {h.name: h for h in load_inventory(inventory).hosts}
+    by_name = {h.name: h for h in load_inventory(run_inventory(record, inventory)).hosts}
     missing = [n for n in record.nodes if n not in by_name]
     if missing:
         raise UsageError(f"run {record.run_id}'s nodes are not in the inventory: {', '.join(missing)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import time
 from contextlib import contextmanager
@@ -243,7 +244,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=dashboard_url(spec),
                        node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
-                       launcher=this_launcher())
+                       launcher=this_launcher(), inventory=os.path.abspath(inventory.source))
     record.mark(RunState.CREATED)
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 

@@ -37,6 +37,7 @@ class RunRecord:
     rehearsal: dict | None = None
     addresses: dict = field(default_factory=dict)   # node -> the address Ray knows it by (its HCCL NIC's)
     launcher: dict = field(default_factory=dict)    # the launching process: host, pid, pid_start
+    inventory: str | None = None                    # the inventory it was launched with (absolute path)
 
     @property
     def directory(self) -> Path:
@@ -88,6 +89,20 @@ def reap(record: RunRecord) -> RunRecord:
                if RunState.STARTING in record.timestamps else "")
     record.mark(RunState.FAILED, f"its launcher (pid {launcher.get('pid')}) was killed before the launch ended{cleanup}")
     return record
+
+
+def run_inventory(record: RunRecord, given: Path | str | None) -> Path | None:
+    """The inventory a command about this run reads: -i's, else the one the run was launched with, else None (the
+    configured one: dapo_ops.inventory.resolve_inventory)."""
+    if given:
+        return Path(given)
+    if not record.inventory:
+        return None
+    path = Path(record.inventory)
+    if not path.exists():
+        raise UsageError(f"run {record.run_id} was launched with the inventory {path}, which is not there any more: "
+                         "pass -i INVENTORY")
+    return path
 
 
 def load_run(run_id: str) -> RunRecord:

@@ -3,6 +3,7 @@ status, logs, stop; the cluster lock; --rehearse-only; a rehearsal that finds a 
 network is cut during bring-up; a launch asking for more nodes than the inventory has."""
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -247,6 +248,12 @@ def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     said = looked.stdout + looked.stderr
     assert "node2: the run's firewall table was gone" in said and "node1: the run's" not in said, said
     assert table in sh(fleet["node2"], "nft list tables").stdout
+    # issue 28 (8): the run remembers its inventory: its status from another directory with none configured
+    unset = ("DAPO_OPS_INVENTORY", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG")
+    remembered = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "status", run_id, "--json"], cwd="/",
+                                env={k: v for k, v in os.environ.items() if k not in unset},
+                                capture_output=True, text=True, timeout=120)
+    assert remembered.returncode == 0 and json.loads(remembered.stdout)["run_id"] == run_id, remembered.stderr
     deadline = time.monotonic() + 120
     while True:
         status = cli("status", run_id, "--json")
