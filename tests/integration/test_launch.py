@@ -174,8 +174,6 @@ def ray_listening(host):
 def test_launch_status_logs_stop(fleet, runs_dir, tmp_path, outsider):
     """The full launch, with wandb: the key reaches verl's TaskRunner (the stand-in's wandb lookup passes) and no
     other place; Ray's ports are pinned and answer the run's nodes only (issue 15, items 1 and 2)."""
-    import os
-
     import yaml
 
     from dapo_ops.layout import node_layout
