@@ -4,30 +4,33 @@ filter, so Ansible and the CLI apply one set of rules."""
 
 from __future__ import annotations
 
+import os
+
 from dapo_ops.ascend.hccn import plan_problems
 from dapo_ops.errors import InventoryError, ManifestError, UsageError
 from dapo_ops.fleet.nic import hccl_nic, inventory_address
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.inventory import RENAMED_VARS, Host, host_npus
 from dapo_ops.launch.rehearsal import backend_for
+from dapo_ops.stack.artifacts import digest_problems, read_digest_file
 from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
 from dapo_ops.model.timeouts import step_timeouts
 from dapo_ops.model.values import ansible_bool
-from dapo_ops.manifest import is_sha256, load_manifest
+from dapo_ops.manifest import load_manifest
 from dapo_ops.model.variables import (
-    ARTIFACT_DIGESTS, ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK,
-    HCCL_IFNAME, HCCL_IP, LAUNCH_TIMEOUTS, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE,
+    ARTIFACT_DIGEST_FILE, ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK,
+    HCCL_IFNAME, HCCL_IP, HDK_DOWNGRADE, LAUNCH_TIMEOUTS, PROVISION_DURING_RUN, NPUS_PER_NODE, RAY_FIREWALL, RAY_PORTS, RAY_TLS, REBOOT_BATCH_SIZE,
     REHEARSAL_BACKEND, RUN_FENCE_NIC, unknown_variable)
 from dapo_ops.ray_ports import ray_ports
 
 ARTIFACT_SOURCES = (ARTIFACT_URL.name, ARTIFACT_DIR.name)
 # every variable the checks read (Ansible hands over only these: templating all hostvars could fail elsewhere)
-CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOURCES, ARTIFACT_DIGESTS.name,
+CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOURCES, ARTIFACT_DIGEST_FILE.name,
                 HCCL_IFNAME.name,
                 HCCL_IP.name, REHEARSAL_BACKEND.name, REBOOT_BATCH_SIZE.name, "hccl_network_enabled",
                 DEVICE_IPS.name, DEVICE_NETMASK.name, DEVICE_GATEWAY.name, DEVICE_NETDETECT.name,
                 STANDINS_VARIABLE, RAY_PORTS.name, LAUNCH_TIMEOUTS.name, RAY_FIREWALL.name, RUN_FENCE_NIC.name,
-                RAY_TLS.name, "stack_manifest")
+                RAY_TLS.name, "stack_manifest", HDK_DOWNGRADE.name, PROVISION_DURING_RUN.name)
 
 
 def _named_error(check, *args) -> list[str]:
@@ -47,25 +50,31 @@ def _artifact_source(hostvars: dict) -> list[str]:
 
 
 def _artifact_digests(hostvars: dict) -> list[str]:
-    """Every installer the manifest pins has a sha256, from the manifest or the inventory, and only one."""
-    given = hostvars.get(ARTIFACT_DIGESTS.name) or {}
-    if not isinstance(given, dict):
-        return [f"{ARTIFACT_DIGESTS} must be a mapping of artifact -> sha256, got {given!r}"]
-    try:  # a site's own copy of the manifest (the stack role's stack_manifest), e.g. with the vendor's digests
-        artifacts = load_manifest(hostvars.get("stack_manifest")).artifacts
+    """Every installer the manifest pins has a sha256: the manifest's, else the one the site's digest file records
+    (and the two agree where both have one)."""
+    digest_file = hostvars.get(ARTIFACT_DIGEST_FILE.name) or ""
+    if digest_file and not (isinstance(digest_file, str) and os.path.isabs(os.path.expanduser(digest_file))):
+        return [f"{ARTIFACT_DIGEST_FILE} must be an absolute path on the controller, got {digest_file!r}"]
+    try:  # a site's own copy of the manifest (the stack role's stack_manifest)
+        manifest = load_manifest(hostvars.get("stack_manifest"))
     except ManifestError as exc:
         return [str(exc)]
-    problems = [f"{ARTIFACT_DIGESTS}.{key}: not an installer the stack manifest pins ({', '.join(artifacts)})"
-                for key in given if key not in artifacts]
-    problems += [f"{ARTIFACT_DIGESTS}.{key}: {value!r} is not a sha256 hex digest" for key, value in given.items()
-                 if key in artifacts and not is_sha256(str(value).lower())]
-    for key, artifact in artifacts.items():
-        if artifact.sha256 is None and key not in given:
-            problems.append(f"no sha256 for {artifact.file}: the stack manifest has none, so set "
-                            f"{ARTIFACT_DIGESTS}.{key} to the sha256 the vendor publishes for it")
-        elif artifact.sha256 is not None and key in given and str(given[key]).lower() != artifact.sha256:
-            problems.append(f"{ARTIFACT_DIGESTS}.{key} is not the sha256 the stack manifest pins for "
-                            f"{artifact.file} ({artifact.sha256})")
+    try:
+        recorded = read_digest_file(os.path.expanduser(digest_file)) if digest_file else {}
+    except UsageError as exc:
+        return [f"{ARTIFACT_DIGEST_FILE}: {exc}"]
+    return digest_problems(manifest, recorded, f"{ARTIFACT_DIGEST_FILE} {digest_file}" if digest_file
+                           else f"no {ARTIFACT_DIGEST_FILE}")
+
+
+def _provisioning_switches(hostvars: dict) -> list[str]:
+    problems = []
+    downgrade = hostvars.get(HDK_DOWNGRADE.name)
+    if downgrade is not None and (not isinstance(downgrade, list) or not set(downgrade) <= {"driver", "firmware"}):
+        problems.append(f"{HDK_DOWNGRADE} must be a list of driver, firmware (got {downgrade!r})")
+    during = hostvars.get(PROVISION_DURING_RUN.name)
+    if during is not None and not (isinstance(during, str) and during.strip()):
+        problems.append(f"{PROVISION_DURING_RUN} must be a run id or `any` (got {during!r})")
     return problems
 
 
@@ -102,7 +111,7 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True, names=No
     problems += _launch_problems(hostvars)
     if provisioning:
         problems += _artifact_source(hostvars) + _artifact_digests(hostvars)
-        problems += _positive_int(hostvars, REBOOT_BATCH_SIZE.name)
+        problems += _positive_int(hostvars, REBOOT_BATCH_SIZE.name) + _provisioning_switches(hostvars)
     return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once
 
 

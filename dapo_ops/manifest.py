@@ -24,7 +24,7 @@ class Artifact:
     component: str
     version: str
     file: str
-    sha256: str | None                   # None: not known; the inventory gives it (variables.ARTIFACT_DIGESTS)
+    sha256: str | None                   # None: not known; the site's digest file gives it (stack/artifacts.py)
     version_file: str | None
     version_info: dict[str, str]
     version_key: str | None = None       # which key of version_file holds `version`

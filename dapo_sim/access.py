@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from dapo_ops.manifest import StackManifest
+from dapo_ops.stack.artifacts import DIGEST_FILE_NAME, digest_lines
 from dapo_sim import artifacts, mirror, node, repos
 from dapo_sim.wheels import STANDIN_PACKAGES
 from dapo_sim.netns import BRIDGE_IP, DATA_NIC
@@ -43,6 +44,16 @@ def write_ssh_config(nodes: list[NodeState], ssh_config: Path, key_file: Path, k
     ssh_config.write_text("\n".join(config))
 
 
+def write_digest_file(directory: Path, manifest: StackManifest) -> Path:
+    """The stand-in installers' sha256 in the file `dapo-ops stack artifacts DIR` writes beside a site's vendor
+    files (not in inventory/sim: Ansible would read any file there as an inventory source)."""
+    path = directory / DIGEST_FILE_NAME
+    by_file = {manifest.artifact(key).file: sha for key, sha in artifacts.pinned_digests(manifest).items()}
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(digest_lines(by_file))
+    return path
+
+
 def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *, key_file: Path,
                     known_hosts: Path, mirror_url: str, mirror_root: Path, manifest: StackManifest) -> None:
     """inventory/sim/hosts.yml: the nodes plus the connection and artifact-source variables."""
@@ -65,8 +76,9 @@ def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *,
                 "dapo_known_hosts": str(known_hosts),
                 "dapo_npus_per_node": npus_per_node,
                 "dapo_artifact_url": f"{mirror_url}/artifacts",
-                # the stand-in installers' digests (the manifest has the real files', where they are known)
-                "dapo_artifact_digests": artifacts.pinned_digests(manifest),
+                # the stand-in installers' digests, as a site records its vendor files' (the manifest has the real
+                # files', where they are known)
+                "dapo_artifact_digest_file": str(write_digest_file(layout.artifacts, manifest)),
                 "dapo_pip_index_url": f"{mirror_url}/simple",
                 "dapo_pip_trusted_host": BRIDGE_IP,
                 "dapo_git_base_url": f"{mirror_url}/git",

@@ -127,7 +127,7 @@ def write_pinned(manifest: StackManifest, directory: Path) -> dict[str, Path]:
 
 def pinned_digests(manifest: StackManifest) -> dict[str, str]:
     """The sha256 of each stand-in installer for the manifest's artifacts: what the simulated inventory gives as
-    dapo_artifact_digests (the manifest records the real files' digests, where they are known)."""
+    its digest file (access.write_digest_file; the manifest records the real files' digests, where they are known)."""
     return {key: digest(build(package)) for key, package in pinned_packages(manifest).items()}
 
 

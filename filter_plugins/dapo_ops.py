@@ -198,6 +198,36 @@ def _hccn_filters():
     return {name: functools.partial(_wrap, fn) for name, fn in FILTERS.items()}
 
 
+def hdk_downgrades(state, artifacts, allowed=None):
+    """ascend_hdk: `ascend_hdk_state | dapo_hdk_downgrades(stack.artifacts, ascend_hdk_downgrade)` -> why installing
+    the pinned driver/firmware would go back to an older one (dapo_ops.ascend.compat.hdk_downgrades)."""
+    from dapo_ops.ascend.compat import hdk_downgrades as downgrades
+
+    pinned = {component: str(artifacts[component]["version"]) for component in ("driver", "firmware")}
+    return downgrades({c: state.get(c) for c in pinned}, pinned, list(allowed or []))
+
+
+def busy_node_problems(outputs, allowed=None):
+    """preflight: why provisioning this node would hit a live run (its run lock, processes on its NPUs), from the
+    dapo_node_facts outputs `run_lock` and `npu_smi` (dapo_ops.launch.busy)."""
+    from dapo_ops.launch.busy import busy_node_problems as problems
+
+    def result(name):
+        return int(outputs[name]["rc"]), outputs[name]["stdout"]
+
+    return problems(result("run_lock"), result("npu_smi"), str(allowed) if allowed else None)
+
+
+def node_path(name):
+    """A node-side path the Python side owns: `'run_lock' | dapo_node_path` (dapo_ops.launch.locks.LOCK_FILE)."""
+    from dapo_ops.launch.locks import LOCK_FILE
+
+    paths = {"run_lock": LOCK_FILE}
+    if name not in paths:
+        raise AnsibleFilterError(f"dapo_node_path: no node path {name!r} (known: {', '.join(paths)})")
+    return paths[name]
+
+
 def lock_constraints(text, source="lock"):
     """A hashed lock's text -> the same pins without hashes, for pip's `constraint` option (a hashed constraint
     would switch every pip call into hash-checking mode, which refuses editable installs)."""
@@ -217,6 +247,9 @@ class FilterModule:
     def filters(self):
         return {
             "dapo_lock_constraints": lock_constraints,
+            "dapo_busy_node_problems": busy_node_problems,
+            "dapo_hdk_downgrades": hdk_downgrades,
+            "dapo_node_path": node_path,
             "dapo_firewall_problems": firewall_problems,
             "dapo_port_map_errors": port_map_errors,
             "dapo_host_memory_check": host_memory_check,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from dapo_ops.model.variables import HDK_DOWNGRADE
+
 _RANGE = re.compile(r"\[([^\[\],]*)(?:,([^\[\]]*))?\]")
 _INNER_CODE = re.compile(r"^(V\d+R\d+C\d+)")
 
@@ -28,6 +30,29 @@ def _numeric_prefix(version: str) -> tuple[int, ...]:
 
 def _components(version: str) -> list[str]:
     return [p for p in version.strip().lower().split(".") if p != ""]
+
+
+_RC = re.compile(r"rc(\d+)")
+
+
+def release_order(version: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key in the vendor's release order: numbers compare as numbers, and a release candidate comes before
+    the release of the same prefix (24.1.rc3 < 24.1.0 < 25.0.rc1 < 25.0.rc1.2 < 25.0.0; 7.5.0.1.129 <
+    7.6.0.1.220)."""
+    key = []
+    for token in _components(version):
+        rc = _RC.fullmatch(token)
+        key.append((2, int(token), "") if token.isdigit() else (1, int(rc.group(1)), "") if rc else (0, 0, token))
+    return tuple(key)
+
+
+def hdk_downgrades(installed: dict[str, str | None], pinned: dict[str, str], allowed: list[str]) -> list[str]:
+    """What installing the pinned HDK would take back to an older version, for the components not in `allowed`."""
+    return [f"the installed {component} {installed[component]} is newer than the pinned {pinned[component]}: "
+            f"site.yml does not go back unless {HDK_DOWNGRADE} lists {component}"
+            for component in ("driver", "firmware")
+            if installed.get(component) and component not in allowed
+            and release_order(str(installed[component])) > release_order(pinned[component])]
 
 
 @dataclass(frozen=True)

@@ -147,3 +147,56 @@ def stack_wheelhouse(directory: Path, arch: str, lock_path: Path | None, only: t
              f"({len(summary.downloaded)} downloaded, {summary.kept} of {summary.packages} packages already there); "
              f"index {directory / 'simple'}")
     out.document(summary.as_dict())
+
+
+@stack.command("artifacts")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the digests (default: DIR/dapo-artifacts.sha256).")
+@json_option
+def stack_artifacts(directory: Path, output_path: Path | None, as_json: bool) -> None:
+    """Check the vendor installers you downloaded into DIR and record their sha256 for the inventory.
+
+    \b
+    Every installer the stack manifest pins must be in DIR under its vendor file name; another version or platform
+    of one is refused, and so is a file whose digest the manifest knows and it does not have. When all are there
+    and none is refused, their digests are written in sha256sum's format (check them again with `sha256sum -c`);
+    name that file in the inventory (docs/inventory-variables.md). Nothing is written otherwise (exit 1)."""
+    import os
+
+    from dapo_ops.manifest import load_manifest
+    from dapo_ops.model.variables import ARTIFACT_DIGEST_FILE
+    from dapo_ops.stack import artifacts
+    from dapo_ops.stack.wheelhouse import human_size
+
+    out = Output(as_json)
+    manifest = load_manifest()
+    output_path = output_path or directory / artifacts.DIGEST_FILE_NAME
+    checked, refusals = artifacts.check_directory(
+        manifest, directory, on_file=lambda name, size: out.note(f"hashing {name} ({human_size(size)})"))
+    table = Table(box=box.SIMPLE, title=f"the pinned installers in {directory}")
+    for column in ("artifact", "file", "size", "sha256", ""):
+        table.add_column(column)
+    for c in checked:
+        verdict = (Text(c.problem, style="red") if c.problem else
+                   Text("the manifest's digest", style="green") if manifest.artifact(c.key).sha256 else
+                   Text("recorded", style="green"))
+        table.add_row(c.key, c.file, human_size(c.size) if c.size is not None else "", c.sha256 or "", verdict)
+    out.table(table)
+    problems = refusals + [f"{c.file}: {c.problem}" for c in checked if c.problem]
+    written = None
+    if not problems:
+        from dapo_ops.files import write_text
+
+        tmp = output_path.with_name(output_path.name + ".tmp")
+        write_text(tmp, artifacts.digest_lines({c.file: c.sha256 for c in checked if c.sha256}))
+        tmp.replace(output_path)
+        written = os.path.abspath(output_path)
+        out.info(f"wrote {written}: set {ARTIFACT_DIGEST_FILE}: {written} in the inventory")
+    out.document({"directory": str(directory), "written": written, "problems": problems,
+                  "artifacts": [{"key": c.key, "file": c.file, "size": c.size, "sha256": c.sha256,
+                                 "problem": c.problem} for c in checked]})
+    for problem in problems:
+        out.info(problem)
+    if problems:
+        raise DapoError(f"{len(problems)} installer(s) in {directory} cannot be recorded; nothing was written")

@@ -60,9 +60,10 @@ ARTIFACT_URL = _declare(ARTIFACTS, "dapo_artifact_url", "URL", "none",
 ARTIFACT_DIR = _declare(ARTIFACTS, "dapo_artifact_dir", "path on the controller", "none",
                         "Or: a directory on the controller holding them, copied to the nodes.",
                         "artifact; validate")
-ARTIFACT_DIGESTS = _declare(ARTIFACTS, "dapo_artifact_digests", "mapping artifact key -> sha256", "the manifest's",
-                            "The installers' sha256 where the stack manifest has none (from the vendor's download "
-                            "page); a file with a digest from neither is never installed.", "artifact; validate")
+ARTIFACT_DIGEST_FILE = _declare(ARTIFACTS, "dapo_artifact_digest_file", "absolute path on the controller", "none",
+                                "The installers' sha256, in sha256sum's format, where the stack manifest has none: "
+                                "`dapo-ops stack artifacts DIR` checks the files and writes it; a file with a digest "
+                                "from neither is never installed.", "artifact; validate")
 
 PIP_INDEX_URL = _declare(PYTHON, "dapo_pip_index_url", "URL", "PyPI",
                          "The package index the nodes' pip uses (an air-gapped site's mirror).",
@@ -112,6 +113,12 @@ RAY_PORTS = _declare(PREFLIGHT, "dapo_ray_ports", "mapping port name -> port or 
                      "launch, render, validate; preflight")
 HCCL_PORTS = _declare(PREFLIGHT, "dapo_hccl_ports", "mapping name -> port or range", "HCCL's host ports",
                       "HCCL's host ports the firewall check expects open.", "preflight")
+PROVISION_DURING_RUN = _declare(PREFLIGHT, "dapo_provision_during_run", "run id | any", "none",
+                                "Provision the node although it holds this run's lock (or, `any`, has processes on "
+                                "its NPUs); without it site.yml refuses a node a run is using.", "preflight")
+HDK_DOWNGRADE = _declare(PREFLIGHT, "dapo_hdk_downgrade", "list of driver, firmware", "[]",
+                         "Install the pinned driver or firmware although the node has a newer one; without it "
+                         "site.yml refuses to go back.", "ascend_hdk")
 
 RAY_FIREWALL = _declare(LAUNCH, "dapo_ray_firewall", "bool", "true",
                         "The run's nftables table keeps Ray's ports to the run's nodes.", "launch, render")
@@ -130,6 +137,9 @@ REHEARSAL_BACKEND = _declare(LAUNCH, "dapo_rehearsal_backend", "hccl | gloo", "h
 
 
 PREFIX = "dapo_"   # every inventory-facing knob of dapo-ops and its roles
+# names an earlier dapo-ops read, and what replaced them
+RETIRED = {"dapo_artifact_digests": f"{ARTIFACT_DIGEST_FILE.name}, a file of sha256sum lines that `dapo-ops stack "
+                                    "artifacts DIR` writes"}
 
 
 def unknown_variable(name: str) -> str | None:
@@ -137,6 +147,8 @@ def unknown_variable(name: str) -> str | None:
     the closest known name; None for a known name or one outside the dapo_ prefix."""
     if not name.startswith(PREFIX) or name in VARIABLES:
         return None
+    if name in RETIRED:
+        return f"{name} is replaced by {RETIRED[name]}"
     close = difflib.get_close_matches(name, list(VARIABLES), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}?" if close else "docs/inventory-variables.md lists them"
     return f"{name} is not a dapo-ops inventory variable ({hint})"

@@ -3,6 +3,7 @@ and the emulated installers say "reboot" and exit 2 where the real ones do (docs
 `library/process_npu.py` takes exit codes 0 and 2 as success, then asks for a reboot)."""
 
 import json
+import shlex
 
 import pytest
 
@@ -38,10 +39,12 @@ def test_reinstall_over_the_loaded_driver_reboots_because_the_installer_said_so(
     flat = " ".join(output.split())
     assert "would reboot node1: driver --full --install-for-all --force: would ask for a reboot" in flat
     assert "would reboot node2" not in flat
+    assert "reboot plan: node1 (1 node(s), at most 1 at a time, in this order)" in flat   # issue 28 (7)
 
     rc, output, _ = playbook("--tags", "preflight,hdk")
     assert rc == 0, output[-3000:]
     flat = " ".join(output.split())
+    assert flat.index("reboot plan: node1 (1 node(s)") < flat.index("rebooted node1")
     assert ("rebooted node1: driver --full --install-for-all --force: exit 2, Driver package installed "
             "successfully! Reboot needed for installation/upgrade to take effect!") in flat, \
         [line for line in output.splitlines() if "reboot" in line]
@@ -83,3 +86,22 @@ def test_installers_ask_for_a_reboot_where_the_real_ones_do(fleet):
     # nothing loaded: the first install hot-resets the NPUs and needs no reboot
     rc, out = run(driver + " --full --install-for-all")
     assert rc == 0 and "The new version takes effect immediately." in out and "eboot" not in out
+
+
+def test_a_newer_firmware_is_not_taken_back_unless_the_inventory_names_it(fleet, tmp_path):
+    """issue 28 (7): node2 reports a firmware newer than the pin; site.yml stops before it installs anything there."""
+    _, nodes = fleet
+    node = nodes["node2"]
+    info = "/usr/local/Ascend/firmware/version.info"
+    saved = sh(node, f"cat {info}").stdout
+    pinned = load_manifest().artifact("firmware").version
+    sh(node, f"sed -i 's/{pinned.replace('.', '[.]')}/7.99.0.1.1/' {info}")
+    try:
+        rc, output, recap = playbook("--tags", "hdk", "--limit", "node2")
+        flat = " ".join(output.split())
+        assert rc != 0 and recap["node2"]["failed"] == 1 and recap["node2"]["changed"] == 0, output[-3000:]
+        assert (f"node2: the installed firmware 7.99.0.1.1 is newer than the pinned {pinned}: site.yml does not go "
+                "back unless dapo_hdk_downgrade lists firmware") in flat
+        assert "7.99.0.1.1" in sh(node, f"cat {info}").stdout   # nothing was installed over it
+    finally:
+        sh(node, f"printf '%s' {shlex.quote(saved)} > {info}")

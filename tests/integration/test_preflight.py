@@ -88,3 +88,45 @@ def test_missing_build_tools_libnuma_and_a_blocking_firewall_in_one_message(flee
         sh(node2, "umount /usr/include 2>/dev/null; umount /usr/bin/g++ 2>/dev/null; rm -f /root/not-a-tool", ok=False)
     rc, output, _ = playbook("--tags", "preflight")
     assert rc == 0, output[-3000:]
+
+
+@pytest.fixture()
+def provisioned(sim):
+    """The audit tests' provisioned fleet (reused when it is up): a driver, so npu-smi answers."""
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
+    return hosts()
+
+
+def _npu_processes(host, processes: list) -> None:
+    sh(host, "python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
+             "d[\"processes\"] = json.loads(sys.argv[1]); json.dump(d, open(p, \"w\"))' "
+             f"'{json.dumps(processes)}'")
+
+
+def test_a_node_a_run_is_using_is_refused_unless_the_inventory_names_the_run(provisioned, tmp_path):
+    """issue 28 (7): node1 has a process on an NPU, node2 holds a run's lock; neither is provisioned until the
+    inventory says so for that run."""
+    import shlex
+
+    from dapo_ops.launch.locks import LOCK_FILE
+
+    node1, node2 = provisioned["node1"], provisioned["node2"]
+    lock = {"run_id": "r-20261206-busy", "controller": "ctl", "pid": 4242, "created": "2026-12-06T04:00:00Z"}
+    _npu_processes(node1, [{"npu": 3, "pid": 31337, "name": "python3", "memory_mb": 2048}])
+    sh(node2, f"mkdir -p /var/lib/dapo-ops && printf '%s\\n' {shlex.quote(json.dumps(lock))} > {LOCK_FILE}")
+    try:
+        rc, output, recap = playbook("--tags", "preflight")
+        flat = " ".join(output.split())
+        assert rc != 0 and recap["node1"]["failed"] == 1 and recap["node2"]["failed"] == 1, output[-3000:]
+        assert ("preflight failed on node1: 1 process(es) run on its NPUs (pid 31337 python3 on NPU 3): stop them "
+                "first, or set dapo_provision_during_run: any for this node") in flat
+        assert ("preflight failed on node2: it holds the run lock of run r-20261206-busy (launched from ctl, pid "
+                "4242, at 2026-12-06T04:00:00Z)") in flat and "`dapo-ops stop r-20261206-busy`" in flat
+        extra = tmp_path / "during.yml"
+        extra.write_text("all:\n  hosts:\n    node1:\n      dapo_provision_during_run: any\n"
+                         "    node2:\n      dapo_provision_during_run: r-20261206-busy\n")
+        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
+        assert rc == 0, output[-3000:]
+    finally:
+        _npu_processes(node1, [])
+        sh(node2, f"rm -f {LOCK_FILE}")

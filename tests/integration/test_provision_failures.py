@@ -52,6 +52,9 @@ def test_tampered_installer_is_refused_with_nothing_installed(broken_run):
     rc, output, recap, nodes = broken_run
     assert rc == 2 and recap["node2"]["failed"] == 1
     assert "checksum" in output.lower() and "did not match" in output
+    # issue 28: the file, the pinned digest and how a site records a vendor file's digest
+    assert f"{load_manifest().artifact('driver').file} from " in output and "the pinned sha256 is " in output
+    assert "`dapo-ops stack artifacts DIR`" in output
     assert sh(nodes["node2"], "test -e /usr/local/Ascend", ok=False).exit_code == 1
     assert sh(nodes["node2"], "test -e /var/log/ascend_seclog/operation.log", ok=False).exit_code == 1
 

@@ -11,6 +11,7 @@ from dapo_ops.ascend.version_files import parse_version_info
 from dapo_ops.errors import SSHError
 from dapo_ops.fleet.ssh import HostSpec, connect
 from dapo_ops.manifest import load_manifest
+from dapo_ops.stack.artifacts import read_digest_file
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_sim.fleet import FleetSpec
 
@@ -61,7 +62,8 @@ def test_npu_smi_arrives_with_the_driver_installer(fleet):
     url = f"{node1.vars['dapo_artifact_url']}/{driver.file}"
     sh(node1, f"curl -fsS -o /tmp/driver.run {url} && sha256sum /tmp/driver.run")
     digest = sh(node1, "sha256sum /tmp/driver.run").stdout.split()[0]
-    assert digest == node1.vars['dapo_artifact_digests']['driver']   # the simulated inventory's, the stand-in's
+    recorded = read_digest_file(node1.vars["dapo_artifact_digest_file"])   # the simulated inventory's file
+    assert digest == recorded[driver.file]
     install = sh(node1, "bash /tmp/driver.run --full --install-for-all --quiet --nox11")
     assert "takes effect immediately" in install.stdout
     info = parse_npu_smi_info(sh(node1, "npu-smi info").stdout)

@@ -95,3 +95,26 @@ def test_inner_code():
     assert compat.inner_code("V100R001C21SPC002B220") == "V100R001C21"
     with pytest.raises(ValueError):
         compat.inner_code("25.0.rc1.1")
+
+
+def test_the_vendors_release_order():
+    from dapo_ops.ascend.compat import release_order
+
+    ordered = ["23.0.rc3", "24.1.rc2", "24.1.rc3", "24.1.0", "25.0.rc1", "25.0.rc1.1", "25.0.RC2", "25.0.0", "25.2.0"]
+    assert sorted(reversed(ordered), key=release_order) == ordered
+    assert release_order("7.5.0.1.129") < release_order("7.7.0.1.231") < release_order("7.7.0.2.1")
+
+
+def test_going_back_to_an_older_hdk_is_refused_unless_named():
+    from dapo_ops.ascend.compat import hdk_downgrades
+
+    pinned = {"driver": "25.0.rc1.1", "firmware": "7.7.0.1.231"}
+    assert hdk_downgrades({"driver": "24.1.rc3", "firmware": None}, pinned, []) == []   # an upgrade, a fresh node
+    assert hdk_downgrades(dict(pinned), pinned, []) == []
+    newer = {"driver": "25.2.0", "firmware": "7.8.0.2.212"}
+    assert hdk_downgrades(newer, pinned, []) == [
+        "the installed driver 25.2.0 is newer than the pinned 25.0.rc1.1: site.yml does not go back unless "
+        "dapo_hdk_downgrade lists driver",
+        "the installed firmware 7.8.0.2.212 is newer than the pinned 7.7.0.1.231: site.yml does not go back unless "
+        "dapo_hdk_downgrade lists firmware"]
+    assert [p.split()[2] for p in hdk_downgrades(newer, pinned, ["driver"])] == ["firmware"]

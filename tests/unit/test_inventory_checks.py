@@ -1,14 +1,28 @@
 """The inventory checks that run before any node is touched (dapo_ops.inventory_checks; the validate_inventory role
 applies them through the dapo_inventory_problems filter, tests/local/test_validate_inventory.py)."""
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from dapo_ops.inventory_checks import fleet_problems, host_problems
+from dapo_ops.manifest import load_manifest
+from dapo_ops.stack.artifacts import digest_lines
 
-DIGESTS = {key: f"{n:064x}" for n, key in enumerate(
-    ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer"), 1)}
+MANIFEST = load_manifest()
+DIGESTS = {key: f"{n:064x}" for n, key in enumerate(MANIFEST.artifacts, 1)}
+
+
+def digest_file(digests: dict[str, str], directory: Path | None = None) -> str:
+    """A site's digest file (as `dapo-ops stack artifacts DIR` writes it) recording `digests` (key -> sha256)."""
+    path = Path(directory or tempfile.mkdtemp(prefix="dapo-digests-")) / "dapo-artifacts.sha256"
+    path.write_text(digest_lines({MANIFEST.artifact(key).file: sha for key, sha in digests.items()}))
+    return str(path)
+
+
 GOOD = {"ansible_host": "192.0.2.11", "dapo_npus_per_node": 8, "dapo_artifact_url": "http://mirror/ascend",
-        "dapo_hccl_ifname": "enp189s0f0", "dapo_artifact_digests": DIGESTS}
+        "dapo_hccl_ifname": "enp189s0f0", "dapo_artifact_digest_file": digest_file(DIGESTS)}
 
 
 def with_(**changes):
@@ -33,10 +47,18 @@ def test_a_good_host_has_no_problem():
     (with_(dapo_rehearsal_backend="nccl"), "dapo_rehearsal_backend: 'nccl' is not one of hccl, gloo, tcp"),
     (with_(dapo_reboot_batch_size=0), "dapo_reboot_batch_size is 0, not a positive whole number"),
     (with_(dapo_import_standins="torch"), "dapo_import_standins must be a list of distribution names"),
-    (with_(dapo_artifact_digests=None), "no sha256 for Ascend-hdk-910b-npu-driver_"),
-    (with_(dapo_artifact_digests={**DIGESTS, "driver": "abc"}), "dapo_artifact_digests.driver: 'abc' is not a sha256"),
-    (with_(dapo_artifact_digests={**DIGESTS, "drvier": "0" * 64}), "dapo_artifact_digests.drvier: not an installer"),
-    (with_(dapo_artifact_digests=["0" * 64]), "dapo_artifact_digests must be a mapping of artifact -> sha256"),
+    (with_(dapo_artifact_digest_file=None), "no sha256 for Ascend-hdk-910b-npu-driver_"),
+    (with_(dapo_artifact_digest_file=digest_file({k: v for k, v in DIGESTS.items() if k != "firmware"})),
+     "no sha256 for Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run: the stack manifest has none and "
+     "dapo_artifact_digest_file /tmp/"),
+    (with_(dapo_artifact_digest_file="relative/digests"),
+     "dapo_artifact_digest_file must be an absolute path on the controller, got 'relative/digests'"),
+    (with_(dapo_artifact_digest_file="/nonexistent/digests"),
+     "dapo_artifact_digest_file: artifact digest file /nonexistent/digests: No such file or directory"),
+    (with_(dapo_artifact_digests=DIGESTS), "dapo_artifact_digests is replaced by dapo_artifact_digest_file"),
+    (with_(dapo_hdk_downgrade="firmware"), "dapo_hdk_downgrade must be a list of driver, firmware (got 'firmware')"),
+    (with_(dapo_hdk_downgrade=["cann"]), "dapo_hdk_downgrade must be a list of driver, firmware (got ['cann'])"),
+    (with_(dapo_provision_during_run=True), "dapo_provision_during_run must be a run id or `any` (got True)"),
     (with_(dapo_ray_ports={"gcs": "6379-6380"}), "dapo_ray_ports.gcs: '6379-6380' must be one port, not a range"),
     (with_(dapo_ray_ports={"nonsense": 1}), "dapo_ray_ports.nonsense: not one of Ray's ports"),
     (with_(dapo_launch_timeouts={"stop": 1}), "dapo_launch_timeouts.stop: 1 is not a whole number of seconds"),
@@ -72,7 +94,7 @@ def test_the_launch_switches_take_ansibles_booleans():
 
 
 def test_the_job_commands_need_no_installer_digests():
-    assert host_problems("n1", with_(dapo_artifact_digests=None), provisioning=False) == []
+    assert host_problems("n1", with_(dapo_artifact_digest_file=None), provisioning=False) == []
 
 
 def test_a_digest_the_manifest_pins_may_not_be_overridden(monkeypatch):
@@ -86,11 +108,13 @@ def test_a_digest_the_manifest_pins_may_not_be_overridden(monkeypatch):
         real.artifacts["driver"], sha256="f" * 64)})
     monkeypatch.setattr(inventory_checks, "load_manifest", lambda path=None: pinned)
     problems = host_problems("n1", GOOD)
-    assert any("dapo_artifact_digests.driver is not the sha256 the stack manifest pins" in p for p in problems)
-    assert host_problems("n1", with_(dapo_artifact_digests={k: v for k, v in DIGESTS.items() if k != "driver"})) == []
+    assert any(f"{MANIFEST.artifact('driver').file}: dapo_artifact_digest_file " in p and
+               f"records sha256 {DIGESTS['driver']}, the stack manifest pins {'f' * 64}" in p for p in problems)
+    without_driver = digest_file({k: v for k, v in DIGESTS.items() if k != "driver"})
+    assert host_problems("n1", with_(dapo_artifact_digest_file=without_driver)) == []
 
 
-def test_a_sites_own_manifest_with_the_vendor_digests_needs_none_from_the_inventory(tmp_path):
+def test_a_sites_own_manifest_with_the_vendor_digests_needs_no_digest_file(tmp_path):
     import yaml
 
     from dapo_ops.paths import STACK_MANIFEST
@@ -100,9 +124,11 @@ def test_a_sites_own_manifest_with_the_vendor_digests_needs_none_from_the_invent
         item["sha256"] = f"{n:064x}"
     site = tmp_path / "manifest.yml"
     site.write_text(yaml.safe_dump(data))
-    assert host_problems("n1", with_(dapo_artifact_digests=None, stack_manifest=str(site))) == []
-    assert host_problems("n1", with_(dapo_artifact_digests={"driver": "F" * 64}, stack_manifest=str(site))) != []
-    assert host_problems("n1", with_(dapo_artifact_digests={"driver": f"{1:064X}"}, stack_manifest=str(site))) == []
+    assert host_problems("n1", with_(dapo_artifact_digest_file=None, stack_manifest=str(site))) == []
+    other = digest_file({"driver": "f" * 64}, tmp_path)
+    assert host_problems("n1", with_(dapo_artifact_digest_file=other, stack_manifest=str(site))) != []
+    same = digest_file({"driver": f"{1:064x}"}, tmp_path)
+    assert host_problems("n1", with_(dapo_artifact_digest_file=same, stack_manifest=str(site))) == []
 
 
 def test_the_ansible_filter_sees_every_variable_name_but_templates_only_the_checked_ones():

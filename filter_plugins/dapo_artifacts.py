@@ -1,0 +1,28 @@
+"""The artifact role's digests: the site's digest file (dapo_artifact_digest_file), read on the controller by
+dapo_ops.stack.artifacts, as the inventory checks read it."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleFilterError
+
+from dapo_ops.errors import UsageError
+from dapo_ops.stack.artifacts import read_digest_file
+
+
+def recorded_digests(digest_file, artifacts) -> dict:
+    """`dapo_artifact_digest_file | dapo_recorded_digests(stack.artifacts)`: artifact key -> the sha256 the file
+    records for its file name ({} without a file)."""
+    if not digest_file:
+        return {}
+    try:
+        recorded = read_digest_file(os.path.expanduser(str(digest_file)))
+    except UsageError as exc:
+        raise AnsibleFilterError(f"dapo_artifact_digest_file: {exc}") from None
+    return {key: recorded[item["file"]] for key, item in artifacts.items() if item["file"] in recorded}
+
+
+class FilterModule:
+    def filters(self):
+        return {"dapo_recorded_digests": recorded_digests}
