@@ -1,7 +1,7 @@
 """The vendor files a site downloaded: checked against the pin and recorded as sha256sum lines.
 
 `dapo-ops stack artifacts DIR` hashes the pinned installers in DIR and writes their digests to a site file (the
-format `sha256sum` writes and `sha256sum -c` reads). The inventory names that file with dapo_artifact_digest_file;
+format `sha256sum` writes and `sha256sum -c` reads). The inventory names that file (variables.ARTIFACT_DIGEST_FILE);
 the artifact role (through the dapo_recorded_digests filter) and the inventory checks read it back, so Ansible and
 dapo-ops take a file's digest from the same place: the stack manifest's where it records one, else the site file's.
 """

@@ -166,6 +166,46 @@ def test_an_unchanged_env_reuses_the_verdict_and_an_edited_module_is_swept_again
     assert sweep(site, "--cache", str(cache), "--standin", "fakestand")["cached"] is True
 
 
+def test_a_changed_env_imports_again_only_what_the_changes_can_touch(site, tmp_path):
+    """A cached sweep keeps each import's result with what it loaded, what it looked for and did not find, and whose
+    metadata it read; after a change only those imports run again (and every one that failed)."""
+    import shutil
+
+    (site / "crasher.py").unlink()
+    shutil.rmtree(site / "crasher-1.0.dist-info")
+    make_dist(site, "uses-good", {"uses_good.py": "import good\n"})
+    make_dist(site, "optional-user", {"optional_user.py": "try:\n    import later_pkg\nexcept ImportError:\n    pass\n"})
+    make_dist(site, "reads-version", {"reads_version.py": "import importlib.metadata as m\n"
+                                                           "assert m.version('good') == '1.0', m.version('good')\n"})
+    cache = str(tmp_path / "verdict.json")
+    first = sweep(site, "--cache", cache, "--standin", "fakestand")
+    assert first["cached"] is False and first["reused"] == 0 and set(by_module(first["errors"])) == {"broken"}
+    not_ok = 1 + sum(1 for entry in first["skipped"] if entry["why"].startswith("needs stand-in"))   # run every time
+
+    with open(site / "good.py", "a") as out:            # good changes: good, uses_good (and broken, failed) again
+        out.write("# edited\n")
+    edited = sweep(site, "--cache", cache, "--standin", "fakestand")
+    assert edited["cached"] is False and edited["reused"] == first["modules"] - 2 - not_ok
+
+    with open(site / "good.py", "a") as out:            # good breaks: what imports it breaks with it, and is named
+        out.write("raise RuntimeError('good is broken')\n")
+    broken = by_module(sweep(site, "--cache", cache, "--standin", "fakestand")["errors"])
+    assert set(broken) == {"broken", "good", "uses_good"}
+    (site / "good.py").write_text("VALUE = 1\n")
+
+    make_dist(site, "later-pkg", {"later_pkg.py": "raise RuntimeError('installed later, and broken')\n"})
+    later = by_module(sweep(site, "--cache", cache, "--standin", "fakestand")["errors"])  # the optional import that was missing runs again
+    assert later["optional_user"]["error"] == "RuntimeError: installed later, and broken"
+    shutil.rmtree(site / "later_pkg-1.0.dist-info")
+    (site / "later_pkg.py").unlink()
+
+    metadata = next(site.glob("good-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 1.0", "Version: 2.0"))
+    read = by_module(sweep(site, "--cache", cache, "--standin", "fakestand")["errors"])   # only good's metadata changed: its reader runs again
+    assert read["reads_version"]["error"] == "AssertionError: 2.0"
+    assert set(read) == {"broken", "reads_version"}
+
+
 def test_the_verdict_parses_into_one_line_per_failure(site):
     verdict = parse_verdict("noise\n" + json.dumps(sweep(site)) + "\n")
     assert "broken: module broken does not import: ImportError: cannot import name X" in verdict_problems(verdict)

@@ -26,6 +26,12 @@ those changed, by content (sha256, kept in FILE.files and computed again only fo
 a file rewritten with the same bytes, as setuptools-scm does with vLLM's _version.py at every pip plan, changes
 nothing). While the fingerprint is unchanged the recorded verdict is printed again without importing anything. A
 verdict with a crash, a hang or a passed `--deadline` is not kept.
+
+When the files changed but nothing else did (the interpreter, sys.path, the variables, the arguments), only the
+imports the change can touch run again: each kept result names the top-level modules its import loaded from the
+env's files, those it looked for and did not find (an optional import, which loads once something installs it),
+and the distributions whose metadata it read (importlib.metadata by name; every one, for a lister of all of them or
+pkg_resources). An import runs again when one of those changed, when it failed, or when a .pth file changed.
 """
 
 import hashlib
@@ -42,7 +48,7 @@ import tempfile
 import time
 import traceback
 
-SWEEP_VERSION = 2
+SWEEP_VERSION = 3
 # What decides which files an import loads besides sys.path (the CANN environment script sets most of them).
 ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
                "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH", "ATB_HOME_PATH", "USE_TORCH")
@@ -313,13 +319,64 @@ def _describe(exc, blame):
             "needs": needs}
 
 
-def _import_in_child(module, paths, blame, write_fd, timeout):
+# Reading any distribution's metadata, not one by name: such an import depends on every dist-info.
+EVERY_DIST = "*"
+METADATA_READERS = ("pkg_resources", "importlib_metadata")
+
+
+def _record_metadata_reads(read):
+    """Note in `read` the distributions whose metadata the import asks for by name (importlib.metadata's version,
+    distribution, requires, ... all go through Distribution.from_name), and EVERY_DIST when it lists them all."""
+    from_name, listing = metadata.Distribution.from_name.__func__, metadata.distributions
+
+    def by_name(cls, name):
+        read.add(normalize(name))
+        return from_name(cls, name)
+
+    def every(**kwargs):
+        read.add(EVERY_DIST)
+        return listing(**kwargs)
+
+    metadata.Distribution.from_name = classmethod(by_name)
+    metadata.distributions = every
+
+
+class _Misses:
+    """Last on sys.meta_path: asked only for what no other finder found, it notes the top-level name (an optional
+    import that is missing now may load, and break the import, once something installs it)."""
+
+    def __init__(self):
+        self.names = set()
+
+    def find_spec(self, name, path=None, target=None):
+        self.names.add(name.split(".")[0])
+        return None
+
+
+def loaded_tops(before, roots):
+    """The top-level names of the modules an import added to sys.modules from files under `roots` (its
+    dependencies among the env's files: a change to one of them can change the import's outcome)."""
+    tops = set()
+    for name in [n for n in list(sys.modules) if n not in before]:
+        top = name.split(".")[0]
+        if top in tops:
+            continue
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
+        if isinstance(where, str) and any(where.startswith(root) for root in roots):
+            tops.add(top)
+    return tops
+
+
+def _import_in_child(module, paths, blame, write_fd, timeout, roots=()):
     """In a forked child: import one module, write the result (one JSON line) to write_fd, exit at once, whatever
     happens (no atexit handler of the imported module runs). The parent holds only the standard library, so each
     import starts as in a fresh interpreter, and nothing one import does reaches another. The child leads its own
-    process group (what the import starts goes with it) and cannot outlive its time (an alarm)."""
+    process group (what the import starts goes with it) and cannot outlive its time (an alarm). With `roots` (a
+    cached sweep), the result also names what the import loaded from them and whose metadata it read."""
     # bound before the import: a module may replace what the report is written with (json.dumps, os.write)
     dumps, write, exit_now, clock = json.dumps, os.write, os._exit, time.monotonic
+    roots = tuple(root.rstrip("/") + "/" for root in roots)
     try:
         os.setpgid(0, 0)
         signal.alarm(int(timeout) + 5)
@@ -328,6 +385,10 @@ def _import_in_child(module, paths, blame, write_fd, timeout):
         os.dup2(null, 1)
         os.dup2(null, 2)
         sys.path[:0] = paths
+        before, read, misses = set(sys.modules), set(), _Misses()
+        if roots:
+            _record_metadata_reads(read)
+            sys.meta_path.append(misses)
         started = clock()
         try:
             importlib.import_module(module)
@@ -335,6 +396,11 @@ def _import_in_child(module, paths, blame, write_fd, timeout):
         except BaseException as exc:  # every failure is the verdict, SystemExit and KeyboardInterrupt included
             result = _describe(exc, blame)
         result["seconds"] = round(clock() - started, 3)
+        if roots:
+            tops = loaded_tops(before, roots) | misses.names
+            if tops.intersection(METADATA_READERS):
+                read.add(EVERY_DIST)
+            result.update(deps=sorted(tops), dists=sorted(read))
         payload = (dumps(result) + "\n").encode()
         while payload:
             payload = payload[write(write_fd, payload):]
@@ -361,7 +427,7 @@ def _end(pid):
     return None
 
 
-def run_imports(jobs, blame, workers, timeout, deadline=None):
+def run_imports(jobs, blame, workers, timeout, deadline=None, roots=()):
     """jobs: [(key, module, extra sys.path entries)] -> {key: result}, at most `workers` imports at a time, each in
     its own forked child. Past `deadline` (time.monotonic()), what has not been imported is recorded as such."""
     pending, running, results = list(jobs), {}, {}
@@ -394,7 +460,7 @@ def run_imports(jobs, blame, workers, timeout, deadline=None):
             pid = os.fork()
             if pid == 0:
                 os.close(read_fd)
-                _import_in_child(module, paths, blame, write_fd, timeout)
+                _import_in_child(module, paths, blame, write_fd, timeout, roots)
             os.close(write_fd)
             running[read_fd] = (key, module, pid, time.monotonic(), [])
             selector.register(read_fd, selectors.EVENT_READ)
@@ -444,7 +510,45 @@ def parse_args(argv):
     return args
 
 
-def sweep(args, dists):
+def _key(key):
+    dist, module, job = key
+    return "%s\t%s\t%d" % (dist, module, job)
+
+
+class Changes:
+    """What changed in the env since the kept sweep, from the two file maps ({path: [size, mtime, sha256]}): the
+    top-level names whose files changed, the distributions whose metadata changed, and whether a .pth file (which
+    changes sys.path for every import) did."""
+
+    def __init__(self, old, new, roots):
+        roots = sorted((root.rstrip("/") + "/" for root in roots), key=len, reverse=True)
+        self.tops, self.dists, self.everything = set(), set(), False
+        for path in set(old) | set(new):
+            if (old.get(path) or [None] * 3)[2] == (new.get(path) or [None] * 3)[2]:
+                continue
+            root = next((r for r in roots if path.startswith(r)), None)
+            first = path[len(root):].split("/")[0] if root else ""
+            if first.endswith((".dist-info", ".egg-info")):
+                self.dists.add(normalize(first.split("-")[0]))
+            elif first.endswith(".pth") or not first:
+                self.everything = True
+            else:
+                match = EXTENSION.match(first)
+                self.tops.add(match.group(1) if match else first[:-3] if first.endswith(".py") else
+                              first[:-5] if first.endswith(".libs") else first)
+
+    def touch(self, result):
+        """Whether a kept result may no longer hold: it failed, or the import loaded or read something that changed."""
+        if self.everything or not result.get("ok") or "deps" not in result:
+            return True
+        dists = set(result.get("dists") or ())
+        return bool(self.tops.intersection(result["deps"]) or self.dists.intersection(dists)
+                    or (EVERY_DIST in dists and self.dists))
+
+
+def sweep(args, dists, roots=(), kept=None, changes=None):
+    """The verdict over `dists`, and every import's result by key. With `kept` results and the `changes` since, an
+    import whose kept result the changes cannot touch is not done again."""
     standins = {normalize(s) for s in args["standin"]}
     owner, standin_modules, standin_dirs, jobs, skipped, left_out = {}, {}, [], [], [], []
     for name in sorted(dists):
@@ -472,7 +576,13 @@ def sweep(args, dists):
             jobs.append(((dist, module, True), module, [path] if path else []))
     workers = int(args["workers"] or max(1, min(4, os.cpu_count() or 1)))
     deadline = time.monotonic() + float(args["deadline"]) if args["deadline"] else None
-    results = run_imports(jobs, Blame(standin_modules, standin_dirs), workers, float(args["timeout"]), deadline)
+    reused = {}
+    if kept is not None and changes is not None:
+        reused = {key: kept[_key(key)] for key, _, _ in jobs
+                  if isinstance(kept.get(_key(key)), dict) and not changes.touch(kept[_key(key)])}
+    results = run_imports([job for job in jobs if job[0] not in reused], Blame(standin_modules, standin_dirs),
+                          workers, float(args["timeout"]), deadline, roots)
+    results.update(reused)
     errors, imported, timings = [], 0, {}
     for (dist, module, job), result in ((key, results[key]) for key, _, _ in jobs):
         timings[dist] = round(timings.get(dist, 0.0) + result.get("seconds", 0.0), 3)
@@ -485,9 +595,10 @@ def sweep(args, dists):
             skipped.append(dict(entry, why="needs stand-in %s" % result["needs"], error=result["error"]))
         else:
             errors.append(dict(entry, error=result["error"]))
-    return {"distributions": len(dists), "modules": len(jobs), "imported": imported, "errors": errors,
-            "skipped": skipped, "left_out": left_out, "workers": workers,
-            "slowest": sorted(timings.items(), key=lambda kv: -kv[1])[:5]}
+    verdict = {"distributions": len(dists), "modules": len(jobs), "imported": imported, "errors": errors,
+               "skipped": skipped, "left_out": left_out, "workers": workers, "reused": len(reused),
+               "slowest": sorted(timings.items(), key=lambda kv: -kv[1])[:5]}
+    return verdict, {_key(key): results[key] for key, _, _ in jobs}
 
 
 def _load(path, default):
@@ -545,14 +656,20 @@ def main(argv):
         print_(json.dumps(verdict) + "\n")
         return 0
     verdict = {"sweep": SWEEP_VERSION, "python": "%d.%d.%d" % sys.version_info[:3]}
-    verdict.update(sweep(args, installed()))
+    changes, kept_results = None, None
+    if mark is not None and files is not None and kept.get("head") == mark.head and isinstance(kept.get("results"), dict):
+        # the same interpreter, paths, variables and arguments: only what the changed files can touch is imported
+        changes, kept_results = Changes(_load(cache + ".files", {}), files, mark.roots), kept["results"]
+    found, results = sweep(args, installed(), mark.roots if mark is not None else (), kept_results, changes)
+    verdict.update(found)
     verdict["swept_seconds"] = round(time.monotonic() - start, 3)
     if mark is not None and _reusable(verdict):
         if files is None:
             content, files = mark.content(_load(cache + ".files", {}))
         try:
             _save(cache + ".files", files)
-            _save(cache, {"sweep": SWEEP_VERSION, "listing": mark.listing, "content": content, "verdict": verdict})
+            _save(cache, {"sweep": SWEEP_VERSION, "listing": mark.listing, "content": content, "head": mark.head,
+                          "verdict": verdict, "results": results})
         except OSError as exc:
             verdict["cache_error"] = str(exc)
     verdict.update(cached=False, seconds=round(time.monotonic() - start, 3))
