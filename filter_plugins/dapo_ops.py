@@ -207,6 +207,19 @@ def hdk_downgrades(state, artifacts, allowed=None):
     return downgrades({c: state.get(c) for c in pinned}, pinned, list(allowed or []))
 
 
+def ansible_min_python(where="target"):
+    """`'target' | dapo_ansible_min_python`: the oldest Python the installed ansible-core runs its modules with on a
+    node (ansible/module_utils/basic.py _PY_MIN), as "3.8"."""
+    if where != "target":
+        raise AnsibleFilterError("dapo_ansible_min_python: only 'target' is known")
+    try:
+        from ansible.module_utils.basic import _PY_MIN
+    except ImportError:
+        raise AnsibleFilterError("dapo_ansible_min_python: this ansible-core does not say its minimum target Python "
+                                 "(ansible/module_utils/basic.py _PY_MIN); set preflight_min_python") from None
+    return ".".join(str(part) for part in _PY_MIN)
+
+
 def busy_node_problems(outputs, allowed=None):
     """preflight: why provisioning this node would hit a live run (its run lock, processes on its NPUs), from the
     dapo_node_facts outputs `run_lock` and `npu_smi` (dapo_ops.launch.busy)."""
@@ -248,6 +261,7 @@ class FilterModule:
         return {
             "dapo_lock_constraints": lock_constraints,
             "dapo_busy_node_problems": busy_node_problems,
+            "dapo_ansible_min_python": ansible_min_python,
             "dapo_hdk_downgrades": hdk_downgrades,
             "dapo_node_path": node_path,
             "dapo_firewall_problems": firewall_problems,

@@ -25,6 +25,49 @@ table inet filter {
 """
 
 
+@pytest.fixture()
+def provisioned(sim):
+    """A provisioned 2 x 8 fleet, reused when it is up (test_launch_a2's, before this module in its CI group): a
+    driver, so npu-smi answers. First in the module, before its bare fleet."""
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
+    return hosts()
+
+
+def _npu_processes(host, processes: list) -> None:
+    sh(host, "python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
+             "d[\"processes\"] = json.loads(sys.argv[1]); json.dump(d, open(p, \"w\"))' "
+             f"'{json.dumps(processes)}'")
+
+
+def test_a_node_a_run_is_using_is_refused_unless_the_inventory_names_the_run(provisioned, tmp_path):
+    """issue 28 (7): node1 has a process on an NPU, node2 holds a run's lock; neither is provisioned until the
+    inventory says so for that run."""
+    import shlex
+
+    from dapo_ops.launch.locks import LOCK_FILE
+
+    node1, node2 = provisioned["node1"], provisioned["node2"]
+    lock = {"run_id": "r-20261206-busy", "controller": "ctl", "pid": 4242, "created": "2026-12-06T04:00:00Z"}
+    _npu_processes(node1, [{"npu": 3, "pid": 31337, "name": "python3", "memory_mb": 2048}])
+    sh(node2, f"mkdir -p /var/lib/dapo-ops && printf '%s\\n' {shlex.quote(json.dumps(lock))} > {LOCK_FILE}")
+    try:
+        rc, output, recap = playbook("--tags", "preflight")
+        flat = " ".join(output.split())
+        assert rc != 0 and recap["node1"]["failed"] == 1 and recap["node2"]["failed"] == 1, output[-3000:]
+        assert ("preflight failed on node1: 1 process(es) run on its NPUs (pid 31337 python3 on NPU 3): stop them "
+                "first, or set dapo_provision_during_run: any for this node") in flat
+        assert ("preflight failed on node2: it holds the run lock of run r-20261206-busy (launched from ctl, pid "
+                "4242, at 2026-12-06T04:00:00Z)") in flat and "`dapo-ops stop r-20261206-busy`" in flat
+        extra = tmp_path / "during.yml"
+        extra.write_text("all:\n  hosts:\n    node1:\n      dapo_provision_during_run: any\n"
+                         "    node2:\n      dapo_provision_during_run: r-20261206-busy\n")
+        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
+        assert rc == 0, output[-3000:]
+    finally:
+        _npu_processes(node1, [])
+        sh(node2, f"rm -f {LOCK_FILE}")
+
+
 @pytest.fixture(scope="module")
 def fleet(sim):
     sim.down()
@@ -90,43 +133,22 @@ def test_missing_build_tools_libnuma_and_a_blocking_firewall_in_one_message(flee
     assert rc == 0, output[-3000:]
 
 
-@pytest.fixture()
-def provisioned(sim):
-    """The audit tests' provisioned fleet (reused when it is up): a driver, so npu-smi answers."""
-    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
-    return hosts()
-
-
-def _npu_processes(host, processes: list) -> None:
-    sh(host, "python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
-             "d[\"processes\"] = json.loads(sys.argv[1]); json.dump(d, open(p, \"w\"))' "
-             f"'{json.dumps(processes)}'")
-
-
-def test_a_node_a_run_is_using_is_refused_unless_the_inventory_names_the_run(provisioned, tmp_path):
-    """issue 28 (7): node1 has a process on an NPU, node2 holds a run's lock; neither is provisioned until the
-    inventory says so for that run."""
-    import shlex
-
-    from dapo_ops.launch.locks import LOCK_FILE
-
-    node1, node2 = provisioned["node1"], provisioned["node2"]
-    lock = {"run_id": "r-20261206-busy", "controller": "ctl", "pid": 4242, "created": "2026-12-06T04:00:00Z"}
-    _npu_processes(node1, [{"npu": 3, "pid": 31337, "name": "python3", "memory_mb": 2048}])
-    sh(node2, f"mkdir -p /var/lib/dapo-ops && printf '%s\\n' {shlex.quote(json.dumps(lock))} > {LOCK_FILE}")
+def test_a_python_too_old_for_ansibles_modules_stops_the_node_first_naming_os_python_and_fix(fleet, tmp_path):
+    """issue 28 (4): read with raw before any module runs (a module would die with ansible-core's own message)."""
+    nodes, _ = fleet
+    sh(nodes["node2"], "printf '#!/bin/sh\\necho 3.7.9\\n' > /usr/local/bin/python-old && "
+                       "chmod +x /usr/local/bin/python-old")
+    extra = tmp_path / "old-python.yml"
+    extra.write_text("all:\n  hosts:\n    node2:\n      ansible_python_interpreter: /usr/local/bin/python-old\n"
+                     "    node1:\n      ansible_python_interpreter: /nowhere/python3\n")
     try:
-        rc, output, recap = playbook("--tags", "preflight")
+        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
         flat = " ".join(output.split())
         assert rc != 0 and recap["node1"]["failed"] == 1 and recap["node2"]["failed"] == 1, output[-3000:]
-        assert ("preflight failed on node1: 1 process(es) run on its NPUs (pid 31337 python3 on NPU 3): stop them "
-                "first, or set dapo_provision_during_run: any for this node") in flat
-        assert ("preflight failed on node2: it holds the run lock of run r-20261206-busy (launched from ctl, pid "
-                "4242, at 2026-12-06T04:00:00Z)") in flat and "`dapo-ops stop r-20261206-busy`" in flat
-        extra = tmp_path / "during.yml"
-        extra.write_text("all:\n  hosts:\n    node1:\n      dapo_provision_during_run: any\n"
-                         "    node2:\n      dapo_provision_during_run: r-20261206-busy\n")
-        rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
-        assert rc == 0, output[-3000:]
+        assert "node2 (" in flat and ("): Python 3.7.9 at /usr/local/bin/python-old, and ansible-core" in flat)
+        assert "runs its modules with Python 3.8 or newer: install one from the OS's repositories" in flat
+        assert "): no Python at /nowhere/python3, and ansible-core" in flat
+        later = output.split("TASK [preflight : Read NPUs")[1:]   # the first module of the role: not run on either
+        assert all("node1" not in part.split("TASK [")[0] and "node2" not in part.split("TASK [")[0] for part in later)
     finally:
-        _npu_processes(node1, [])
-        sh(node2, f"rm -f {LOCK_FILE}")
+        sh(nodes["node2"], "rm -f /usr/local/bin/python-old")
