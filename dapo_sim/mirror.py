@@ -1,7 +1,8 @@
 """The simulated fleet's artifact mirror: installers, a PEP 503 package index and git repositories over HTTP.
 
 Layout under the mirror root (served as-is):
-    artifacts/<vendor file>          the pinned installers (stand-ins, digests as in stack/manifest.yml)
+    artifacts/<vendor file>          the pinned installers (stand-ins), their digest file and the sources as git
+                                     bundles of their pinned tags (<repo>-<tag>.bundle, for dapo_git_bundles)
     simple/<project>/index.html      PEP 503 index -> files/<wheel>
     files/<wheel>                    the locked closure (real files, cached from the registry) and stand-in wheels
     stack-lock.txt                   the nodes' lock with the stand-ins' hashes (inventory: dapo_stack_lock)
@@ -72,6 +73,7 @@ def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> Mirr
     lock_path, _ = wheels.source_lock(manifest)
     layout.lock.write_text(wheels.render_sim_lock(lock_path.read_text(), str(lock_path.name), standins))
     repos.build_repos(layout.git, manifest, verl_wheel, cache / "scratch")
+    repos.write_bundles(layout.git, manifest, layout.artifacts)
     return layout
 
 

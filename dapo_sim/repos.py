@@ -177,6 +177,21 @@ def build_repos(git_root: Path, manifest: StackManifest, verl_wheel: Path, scrat
             for name, (tag, files) in repo_files(manifest, verl_wheel).items()}
 
 
+def write_bundles(git_root: Path, manifest: StackManifest, directory: Path) -> list[Path]:
+    """Each source's pinned tag as a git bundle in `directory` (the mirror's artifacts), as a site without a git server
+    makes them: `git bundle create NAME TAG` in a clone (dapo_git_bundles)."""
+    from dapo_ops.stack.artifacts import bundle_name
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in manifest.sources.values():
+        path = directory / bundle_name(source.repo, source.ref)
+        _git(["bundle", "create", "-q", str(path), source.ref], git_root / f"{source.repo}.git")
+        path.chmod(0o644)
+        written.append(path)
+    return written
+
+
 def tag_commits(git_root: Path, manifest: StackManifest) -> dict[str, str]:
     """Source key -> the commit the stand-in repository's pinned tag names.
 

@@ -23,6 +23,13 @@ def recorded_digests(digest_file, artifacts) -> dict:
     return {key: recorded[item["file"]] for key, item in artifacts.items() if item["file"] in recorded}
 
 
+def source_bundle(source) -> str:
+    """`stack.sources[key] | dapo_source_bundle`: its git bundle's file name (dapo_ops.stack.artifacts.bundle_name)."""
+    from dapo_ops.stack.artifacts import bundle_name
+
+    return bundle_name(str(source["repo"]), str(source["ref"]))
+
+
 class FilterModule:
     def filters(self):
-        return {"dapo_recorded_digests": recorded_digests}
+        return {"dapo_recorded_digests": recorded_digests, "dapo_source_bundle": source_bundle}

@@ -83,6 +83,13 @@ PIP_COMPILE = _declare(PYTHON, "dapo_pip_compile", "bool", "true",
 GIT_BASE_URL = _declare(PYTHON, "dapo_git_base_url", "URL", "https://github.com",
                         "The git server holding <org>/<repo>.git for the vLLM, vllm-ascend and verl sources.",
                         "vllm, verl")
+GIT_BUNDLES = _declare(PYTHON, "dapo_git_bundles", "bool", "false",
+                       "Take the three sources as git bundles from the artifact source (`<repo>-<tag>.bundle`, "
+                       "`git bundle create` of the pinned tag), checked by commit as a clone is: no git server.",
+                       "vllm, verl")
+GIT_DEPTH = _declare(PYTHON, "dapo_git_depth", "int (0 = full history)", "1",
+                     "Clone depth of the source checkouts from the git server (a plain-HTTP git server needs 0).",
+                     "vllm, verl")
 SOURCE_COMMITS = _declare(PYTHON, "dapo_source_commits", "mapping source -> commit", "the manifest's",
                           "Overrides of the pinned source commits, warned about at every run.", "vllm, verl")
 IMPORT_STANDINS = _declare(PYTHON, "dapo_import_standins", "list of names", "[]",

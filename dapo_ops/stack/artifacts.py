@@ -139,6 +139,12 @@ def check_directory(manifest: StackManifest, directory: Path, on_file=None) -> t
     return checked, refusals
 
 
+def bundle_name(repo: str, ref: str) -> str:
+    """The file a source's git bundle is looked for under in the artifact source (variables.GIT_BUNDLES):
+    `<repository name>-<tag>.bundle`, e.g. `verl-v1.2.3.bundle` for volcengine/verl at v1.2.3."""
+    return f"{repo.rsplit('/', 1)[-1]}-{ref}.bundle"
+
+
 def digest_lines(digests: dict[str, str]) -> str:
     """File name -> sha256 in sha256sum's format: `sha256sum -c` in the files' directory checks them against it."""
     return "".join(f"{sha}  {name}\n" for name, sha in digests.items())

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.stack.artifacts import bundle_name
 from dapo_sim.fleet import DATA_NIC, DATA_SUBNET, FleetSpec
 
 from .ansible_helpers import playbook
@@ -30,13 +32,22 @@ pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary d
 
 
 @pytest.fixture(scope="module")
-def fleet(sim):
+def fleet(sim, tmp_path_factory):
     """Two A2 servers with the pinned HDK and CANN already on them (`sim up --provisioned`: a fresh install with its
-    reboot is test_provision's subject), then the whole of site.yml, which finds those layers in place."""
+    reboot is test_provision's subject), then the whole of site.yml, which finds those layers in place. The sources
+    come as git bundles from the artifact mirror, with no git server reachable (issue 28: test_provision clones from
+    the git server)."""
     sim.down()
     sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
-    rc, output, _ = playbook()
+    no_git_server = tmp_path_factory.mktemp("inv") / "bundles.yml"
+    no_git_server.write_text("all:\n  vars:\n    dapo_git_bundles: true\n"
+                             "    dapo_git_base_url: http://127.0.0.1:9/no-git-server\n")
+    rc, output, _ = playbook(extra_inventory=no_git_server)
     assert rc == 0, output[-3000:]
+    origins = sh(hosts()["node2"], "for d in /opt/dapo-ops/src/*/; do git -C $d remote get-url origin; done").stdout
+    assert sorted(origins.split()) == sorted(
+        "file:///var/cache/dapo-ops/artifacts/" + bundle_name(s.repo, s.ref).removesuffix(".bundle") + ".git"
+        for s in load_manifest().sources.values()), origins
     staged = subprocess.run([sys.executable, "-m", "dapo_sim", "stage", JOB], cwd=PROJECT_ROOT, capture_output=True,
                             text=True, timeout=600)
     assert staged.returncode == 0, staged.stderr

@@ -108,3 +108,15 @@ def test_the_look_alikes_of_every_pinned_installer():
         assert artifacts.look_alike(MANIFEST, other) == artifact
     assert artifacts.look_alike(MANIFEST, "README.txt") is None
     assert artifacts.look_alike(MANIFEST, "Ascend-docker-runtime_6.0.0_linux-aarch64.run") is None
+
+
+def test_a_sources_bundle_is_named_by_its_repository_and_pinned_tag():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "filter_plugins"))
+    from dapo_artifacts import source_bundle
+
+    names = {key: source_bundle({"repo": s.repo, "ref": s.ref}) for key, s in MANIFEST.sources.items()}
+    assert names["vllm_ascend"] == f"vllm-ascend-{MANIFEST.sources['vllm_ascend'].ref}.bundle"
+    assert len(set(names.values())) == len(names)
