@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the controller's hashed locks (requirements/), which scripts/bootstrap.sh installs with
+# Regenerate the controller's hashed locks (requirements/), which scripts/install-controller.sh installs with
 # --require-hashes: pip checks every file's sha256 before it installs or builds anything.
 #   requirements/build-tools.txt  pip, setuptools and wheel, installed first (the rest builds with them)
 #   requirements/controller.txt   dapo-ops' dependencies and its test tools (pyproject.toml, extra "test")

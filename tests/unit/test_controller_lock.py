@@ -1,5 +1,5 @@
 """The controller's hashed locks (requirements/, made by scripts/lock-controller.sh, installed by
-scripts/bootstrap.sh with --require-hashes) stay in step with pyproject.toml and the manifest."""
+scripts/install-controller.sh with --require-hashes) stay in step with pyproject.toml and the manifest."""
 import re
 import tomllib
 from pathlib import Path
@@ -64,3 +64,12 @@ def test_an_entry_without_hashes_is_caught(tmp_path):
     Path(tmp_path, "bad.txt").write_text("click==8.1.8 \\\n    --hash=sha256:" + "0" * 64 + "\nrich==14.0.0\n")
     with pytest.raises(AssertionError, match="without sha256"):
         read_lock("bad.txt", tmp_path)
+
+
+def test_the_controller_install_is_the_python_part_alone_and_the_simulators_machine_runs_it():
+    """A real controller runs scripts/install-controller.sh: no root, no system packages; scripts/bootstrap.sh adds
+    the simulator's system packages and then runs it."""
+    controller = (PROJECT_ROOT / "scripts" / "install-controller.sh").read_text()
+    assert not re.search(r"\b(apt-get|apt|dnf|yum|sudo|dpkg)\b", controller)
+    assert "--require-hashes" in controller and "-m venv .venv" in controller
+    assert (PROJECT_ROOT / "scripts" / "bootstrap.sh").read_text().rstrip().endswith("exec bash scripts/install-controller.sh")
