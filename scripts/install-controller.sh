@@ -41,4 +41,4 @@ print(load_manifest().source("verl").version)')
   if [ -n "$broken" ]; then echo "bootstrap: pip check: $broken" >&2; exit 1; fi
   touch "$stamp"
 fi
-echo "bootstrap: ready ($(.venv/bin/dapo-ops --version))"
+echo "install-controller: ready ($(.venv/bin/dapo-ops --version))"
