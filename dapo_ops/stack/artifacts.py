@@ -132,7 +132,11 @@ def check_directory(manifest: StackManifest, directory: Path, on_file=None) -> t
         size = path.stat().st_size
         if on_file is not None:
             on_file(artifact.file, size)
-        sha = sha256_of(path)
+        try:
+            sha = sha256_of(path)
+        except OSError as exc:
+            checked.append(Checked(key, artifact.file, size, problem=f"cannot be read: {exc.strerror}"))
+            continue
         problem = (f"sha256 {sha}, but the stack manifest pins {artifact.sha256}: not the vendor's file"
                    if artifact.sha256 and sha != artifact.sha256 else None)
         checked.append(Checked(key, artifact.file, size, sha, problem))

@@ -120,3 +120,16 @@ def test_a_sources_bundle_is_named_by_its_repository_and_pinned_tag():
     names = {key: source_bundle({"repo": s.repo, "ref": s.ref}) for key, s in MANIFEST.sources.items()}
     assert names["vllm_ascend"] == f"vllm-ascend-{MANIFEST.sources['vllm_ascend'].ref}.bundle"
     assert len(set(names.values())) == len(names)
+
+
+def test_an_installer_that_cannot_be_read_is_named_and_nothing_is_written(tmp_path, monkeypatch):
+    directory = vendor_dir(tmp_path)
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(artifacts, "sha256_of", unreadable)
+    result = run_cli("stack", "artifacts", directory)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{DRIVER.file}: cannot be read: Permission denied" in result.stdout + result.stderr
+    assert not (directory / artifacts.DIGEST_FILE_NAME).exists()
