@@ -15,9 +15,9 @@ from pathlib import Path
 from dapo_ops import inventory_cache
 from dapo_ops.errors import InventoryError
 from dapo_ops.fleet.ssh import HostSpec
+from dapo_ops.fleet.ssh_config import ARGS_VARS, BECOME_VARS, ssh_settings
 from dapo_ops.layout import NodeLayout, layout_problems, node_layout
-from dapo_ops.model.variables import (KNOWN_HOSTS, NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT,
-                                      unknown_variable)
+from dapo_ops.model.variables import NPUS_PER_NODE, REBOOT_BATCH_SIZE, SSH_CONNECT_TIMEOUT, unknown_variable
 
 DEFAULT_GROUP = "npu_nodes"
 NPUS_VAR = NPUS_PER_NODE.name
@@ -82,7 +82,7 @@ _plugins_ready = False
 SCRIPTS_OPT_IN = "DAPO_OPS_INVENTORY_SCRIPTS"   # =1: executable inventory files run (dynamic inventories)
 # The connection variables dapo-ops reads besides its own dapo_* (and the stack_* of layout.py)
 CONNECTION_VARS = ("ansible_host", "ansible_user", "ansible_ssh_user", "ansible_port", "ansible_ssh_port",
-                   "ansible_ssh_private_key_file", "ansible_private_key_file")
+                   "ansible_ssh_private_key_file", "ansible_private_key_file", *ARGS_VARS, *BECOME_VARS)
 _TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
@@ -199,18 +199,18 @@ def parse_inventory(raw: dict, source: Path, group: str = DEFAULT_GROUP) -> Inve
         problems += [p for p in map(unknown_variable, sorted(v)) if p]
         if problems:
             raise InventoryError(f"inventory {source}: host {name!r}: {problems[0]}")
-        address = v.get("ansible_host", name)
-        known = os.path.expanduser(v.get(KNOWN_HOSTS.name) or "~/.ssh/known_hosts")
-        key = v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file")
         try:
-            port = int(v.get("ansible_port", v.get("ansible_ssh_port", 22)))
+            ssh = ssh_settings(name, v)
+        except InventoryError as exc:
+            raise InventoryError(f"inventory {source}: {exc}") from None
+        target = ssh.target
+        try:
+            timeout = float(v.get(SSH_CONNECT_TIMEOUT.name, 10))
         except (TypeError, ValueError):
-            raise InventoryError(f"inventory {source}: {name} has a non-numeric ansible_port") from None
+            raise InventoryError(f"inventory {source}: {name} has a non-numeric {SSH_CONNECT_TIMEOUT.name}") from None
         hosts.append(Host(
-            name=name, address=str(address), known_hosts=Path(known),
-            user=str(v.get("ansible_user", v.get("ansible_ssh_user", "root"))), port=port,
-            key_file=Path(os.path.expanduser(key)) if key else None,
-            connect_timeout=float(v.get(SSH_CONNECT_TIMEOUT.name, 10)), vars=v))
+            name=name, address=target.address, known_hosts=target.known_hosts, user=target.user, port=target.port,
+            key_file=target.key_file, connect_timeout=timeout, vars=v, jumps=ssh.jumps, become_user=ssh.become_user))
     return Inventory(source, tuple(hosts))
 
 

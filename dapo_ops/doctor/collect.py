@@ -79,7 +79,7 @@ def extract(archive: Path, into: Path) -> None:
 
 
 def _collect_node(host, bundle: Path, minutes: int) -> dict:
-    from dapo_ops.fleet.ssh import connect, run
+    from dapo_ops.fleet.ssh import connect, read_file, run
 
     conn = connect(host)
     try:
@@ -90,7 +90,7 @@ def _collect_node(host, bundle: Path, minutes: int) -> dict:
         result = run(conn, host, remote_script(minutes), NODE_TIMEOUT)
         remote = result.raise_for("collect the logs").strip().splitlines()[-1]
         local = bundle / f".{host.name}.tgz"
-        conn.get(remote, str(local))
+        local.write_bytes(read_file(conn, host, remote, NODE_TIMEOUT))
         run(conn, host, f"rm -f {shlex.quote(remote)}", 30)
     finally:
         conn.close()

@@ -1,14 +1,18 @@
 """SSH to fleet nodes through Fabric, with host keys verified.
 
 Fabric accepts any host key by default (AutoAddPolicy, known_hosts ignored; fabric#2071). Every connection made
-here loads the known_hosts file and sets paramiko's RejectPolicy before its first use, so an unknown or changed
-host key is refused. Every command has a timeout; many hosts run in a bounded thread pool.
+here, to a node or to a jump host on the way, loads the known_hosts file and sets paramiko's RejectPolicy before
+its first use, so an unknown or changed host key is refused. Keys come from the inventory's key file or from
+ssh-agent (for authentication only: the agent is never forwarded). Where and how to connect is read from the
+inventory as Ansible reads it (ssh_config.py); with become, every command runs through sudo. Every command has a
+timeout; many hosts run in a bounded thread pool.
 """
 
 from __future__ import annotations
 
 import enum
 import queue
+import shlex
 import socket
 import threading
 import time
@@ -17,11 +21,12 @@ from pathlib import Path
 from typing import Callable, Generic, TypeVar
 
 import paramiko
-from fabric import Connection
+from fabric import Config, Connection
 from invoke.exceptions import CommandTimedOut
 
 from dapo_ops.errors import DapoError, SSHError
 from dapo_ops.fleet import known_hosts
+from dapo_ops.fleet.ssh_config import SUDO_NEEDS_PASSWORD, Endpoint, as_become_user
 
 T = TypeVar("T")
 
@@ -36,6 +41,17 @@ class HostSpec:
     key_file: Path | None = None
     connect_timeout: float = 10.0
     vars: dict = field(default_factory=dict, compare=False, hash=False)
+    jumps: tuple[Endpoint, ...] = ()   # ProxyJump hosts, in the order they are passed through
+    become_user: str | None = None     # run every command as this user through sudo (ansible_become)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.address, self.user, self.port, self.key_file, self.known_hosts)
+
+    def command(self, command: str) -> str:
+        """The command line that runs `command` on this host as the user it is run as (through sudo with
+        become)."""
+        return as_become_user(command, self.become_user)
 
 
 class Failure(enum.Enum):
@@ -71,62 +87,138 @@ class CommandResult:
         return self.stdout
 
 
-def connection(host: HostSpec) -> Connection:
-    """A Connection (not opened) that offers no agent key and forwards no agent, whatever the operator's
-    ~/.ssh/config says (Fabric reads it: `ForwardAgent yes` there would hand root job code on a node the agent)."""
-    connect_kwargs = {"allow_agent": False, "look_for_keys": host.key_file is None, "banner_timeout": host.connect_timeout,
-                      "auth_timeout": host.connect_timeout}
-    if host.key_file is not None:
-        connect_kwargs["key_filename"] = [str(host.key_file)]
-    return Connection(host.address, user=host.user, port=host.port, connect_timeout=host.connect_timeout,
-                      connect_kwargs=connect_kwargs, forward_agent=False)
+# Fabric would read the operator's ssh config itself and apply some of it (ProxyJump among others, unchecked): the
+# inventory's settings, read as Ansible reads them, are the ones used
+_FABRIC_CONFIG = Config(overrides={"load_ssh_configs": False})
 
 
-def connect(host: HostSpec) -> Connection:
-    """An opened Connection whose host key has been checked against host.known_hosts."""
-    conn = connection(host)
+def connection(endpoint: Endpoint, timeout: float, gateway: Connection | None = None) -> Connection:
+    """A Connection (not opened) that takes keys from the key file or ssh-agent and forwards no agent, whatever the
+    operator's ~/.ssh/config says (`ForwardAgent yes` there would hand root job code on a node the agent)."""
+    connect_kwargs = {"allow_agent": True, "look_for_keys": endpoint.key_file is None, "banner_timeout": timeout,
+                      "auth_timeout": timeout}
+    if endpoint.key_file is not None:
+        connect_kwargs["key_filename"] = [str(endpoint.key_file)]
+    return Connection(endpoint.address, user=endpoint.user, port=endpoint.port, connect_timeout=timeout,
+                      connect_kwargs=connect_kwargs, forward_agent=False, gateway=gateway, config=_FABRIC_CONFIG)
+
+
+def _open(label: str, endpoint: Endpoint, timeout: float, gateway: Connection | None = None) -> Connection:
+    """An opened Connection to one hop whose host key has been checked against its known_hosts."""
+    conn = connection(endpoint, timeout, gateway)
+    where = f"{label} ({endpoint.address})"
     try:
-        known = known_hosts.load_into(conn.client, host.known_hosts)
+        known = known_hosts.load_into(conn.client, endpoint.known_hosts)
     except SSHError as exc:
-        raise SSHError(f"{host.name}: {exc}") from None
+        raise SSHError(f"{label}: {exc}") from None
     conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
         conn.open()
     except paramiko.BadHostKeyException:
-        raise SSHError(f"{host.name} ({host.address}): host key does not match {host.known_hosts} — refusing "
-                       "to connect (possible man-in-the-middle, or the node was reinstalled)") from None
+        raise SSHError(f"{where}: host key does not match {endpoint.known_hosts} — refusing to connect (possible "
+                       "man-in-the-middle, or the host was reinstalled)") from None
+    except paramiko.PasswordRequiredException:
+        raise SSHError(f"{where}: the key {endpoint.key_file} has a passphrase and ssh-agent offers no key the "
+                       f"host takes: add it to the agent (ssh-add {endpoint.key_file}; SSH_AUTH_SOCK set)") from None
+    except paramiko.AuthenticationException:
+        raise SSHError(f"{where}: {endpoint.user} was not let in with the key "
+                       f"{endpoint.key_file or 'files of ~/.ssh'} or ssh-agent's keys") from None
     except paramiko.SSHException as exc:
         message = str(exc)
         if "not found in known_hosts" in message:
             ca = (" (its @cert-authority lines are not used: paramiko cannot check host certificates; list the "
                   "host's key)") if known.cert_authorities else ""
-            raise SSHError(f"{host.name} ({host.address}): host key not in {host.known_hosts}{ca} — refusing to "
-                           "connect") from None
-        raise SSHError(f"{host.name} ({host.address}): SSH failed: {message}") from None
+            raise SSHError(f"{where}: host key not in {endpoint.known_hosts}{ca} — refusing to connect") from None
+        raise SSHError(f"{where}: SSH failed: {message}") from None
     except (socket.timeout, TimeoutError):
-        raise SSHError(f"{host.name} ({host.address}): connection timed out after {host.connect_timeout:.0f} s") from None
+        raise SSHError(f"{where}: connection timed out after {timeout:.0f} s") from None
     except OSError as exc:
-        raise SSHError(f"{host.name} ({host.address}): cannot connect: {exc.strerror or exc}") from None
+        raise SSHError(f"{where}: cannot connect: {exc.strerror or exc}") from None
     try:
-        known_hosts.check_not_revoked(conn.client.get_transport().get_remote_server_key(), known,
-                                      f"{host.name} ({host.address})", host.known_hosts)
+        known_hosts.check_not_revoked(conn.client.get_transport().get_remote_server_key(), known, where,
+                                      endpoint.known_hosts)
     except SSHError:
         conn.close()
         raise
     return conn
 
 
+# One connection per chain of jump hosts, opened by the first thread that needs it and shared: paramiko opens
+# channels on one transport from many threads, and a bastion sees one login, not one per node.
+_jump_lock = threading.Lock()
+_jump_connections: dict[tuple[Endpoint, ...], Connection] = {}
+
+
+def _gateway(host: HostSpec) -> Connection:
+    with _jump_lock:
+        gateway = _jump_connections.get(host.jumps)
+        if gateway is not None and gateway.transport is not None and gateway.transport.is_active():
+            return gateway
+        gateway = None
+        for hop in host.jumps:
+            try:
+                gateway = _open(f"{host.name}'s jump host", hop, host.connect_timeout, gateway)
+            except SSHError as exc:
+                raise SSHError(f"{host.name}: {exc}") from None
+        _jump_connections[host.jumps] = gateway
+        return gateway
+
+
+def connect(host: HostSpec) -> Connection:
+    """An opened Connection whose host key, and each jump host's on the way, has been checked against
+    known_hosts."""
+    gateway = _gateway(host) if host.jumps else None
+    return _open(host.name, host.endpoint, host.connect_timeout, gateway)
+
+
 def run(conn: Connection, host: HostSpec, command: str, timeout: float) -> CommandResult:
     started = time.monotonic()
     try:
-        result = conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
+        result = conn.run(host.command(command), hide=True, warn=True, timeout=timeout, in_stream=False)
     except CommandTimedOut:
         return CommandResult(host.name, command, None, "", "", time.monotonic() - started, Failure.TIMED_OUT,
                              f"timed out after {timeout:.0f} s")
     except (paramiko.SSHException, OSError, EOFError) as exc:
         return CommandResult(host.name, command, None, "", "", time.monotonic() - started, Failure.CONNECTION_LOST,
                              f"connection lost: {exc}")
-    return CommandResult(host.name, command, result.exited, result.stdout, result.stderr, time.monotonic() - started)
+    stderr = result.stderr
+    if host.become_user is not None and result.exited == 1 and SUDO_NEEDS_PASSWORD in stderr:
+        stderr = (f"sudo on {host.name} asks {host.user} for a password: dapo-ops runs node commands with `sudo -n` "
+                  f"(ansible_become), which needs sudo without a password for {host.user}")
+    return CommandResult(host.name, command, result.exited, result.stdout, stderr, time.monotonic() - started)
+
+
+def exchange(conn: Connection, host: HostSpec, command: str, stdin: bytes, timeout: float) -> tuple[int, bytes]:
+    """Run a command with `stdin` as its input, as the host's user (through sudo with become); (exit code, stdout
+    bytes). For files in either direction: no SFTP, which would write and read as the login user."""
+    channel = conn.client.get_transport().open_session(timeout=timeout)
+    try:
+        channel.settimeout(timeout)
+        channel.exec_command(host.command(command))
+        if stdin:
+            channel.sendall(stdin)
+        channel.shutdown_write()
+        out = channel.makefile("rb").read()
+        return channel.recv_exit_status(), out
+    finally:
+        channel.close()
+
+
+def write_file(conn: Connection, host: HostSpec, path: str, data: bytes, mode: int, timeout: float) -> None:
+    """Write a file whole, created 0600 before a byte is written, then given its mode and moved to its name (a
+    reader never sees part of it)."""
+    partial = f"{path}.partial"
+    rc, _ = exchange(conn, host, f"umask 077 && cat > {shlex.quote(partial)} && chmod {mode:o} {shlex.quote(partial)} "
+                                 f"&& mv -f {shlex.quote(partial)} {shlex.quote(path)}", data, timeout)
+    if rc != 0:
+        raise SSHError(f"writing {path} on {host.name} failed (exit {rc})")
+
+
+def read_file(conn: Connection, host: HostSpec, path: str, timeout: float) -> bytes:
+    rc, data = exchange(conn, host, f"cat {shlex.quote(path)}", b"", timeout)
+    if rc != 0:
+        raise SSHError(f"reading {path} on {host.name} failed (exit {rc})")
+    return data
 
 
 # How long one command over SSH may take, by what it does (seconds); every caller names one of these.

@@ -12,7 +12,8 @@ import time
 from urllib.parse import urlsplit
 
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import COMMAND, Failure, HostSpec, QUICK, TRANSFER, connect, fan_out, run_on
+from dapo_ops.fleet.ssh import (COMMAND, Failure, HostSpec, QUICK, TRANSFER, connect, fan_out, run, run_on,
+                                write_file)
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RUNS_ROOT, file_mode, node_dir  # noqa: F401
 from dapo_ops.launch.teardown import (DROP_RUN_TABLES, RAY_SURVIVED_EXIT, leave_command, ray_stop,  # noqa: F401
                                       stopped)
@@ -47,15 +48,14 @@ def push_files(host: HostSpec, node_dir: str, files: dict[str, str], private: di
     netrc), each created 0600 before a byte is written."""
     conn = connect(host)
     try:
-        conn.run(f"umask 022 && mkdir -p {shlex.quote(node_dir)}", hide=True, timeout=QUICK)
+        run(conn, host, f"umask 022 && mkdir -p {shlex.quote(node_dir)}", QUICK).raise_for("creating the run directory",
+                                                                                      LaunchError)
         for name, text in sorted(files.items()):
-            path = f"{node_dir}/{name}"
-            conn.put(io.BytesIO(text.encode()), remote=path)
-            conn.run(f"chmod {file_mode(name):o} {shlex.quote(path)}", hide=True, timeout=QUICK)
+            write_file(conn, host, f"{node_dir}/{name}", text.encode(), file_mode(name), QUICK)
         for name, text in sorted((private or {}).items()):
-            path = shlex.quote(f"{node_dir}/{name}")
-            conn.run(f"umask 077 && rm -f {path} && : > {path} && chmod 600 {path}", hide=True, timeout=QUICK)
-            conn.put(io.BytesIO(text.encode()), remote=f"{node_dir}/{name}")
+            write_file(conn, host, f"{node_dir}/{name}", text.encode(), 0o600, QUICK)
+    except LaunchError:
+        raise
     except Exception as exc:  # paramiko/invoke errors: name the node
         raise LaunchError(f"pushing the run's files to {host.name}: {exc}") from None
     finally:
@@ -222,8 +222,8 @@ def rehearse(head: HostSpec, node_dir: str, python: str, timeout: float, on_line
         return None, str(exc)
     stderr = io.StringIO()
     try:
-        result = conn.run(f"bash -c {shlex.quote(command)}", out_stream=_Lines(on_line), err_stream=stderr, warn=True,
-                          timeout=timeout + 15, in_stream=False)
+        result = conn.run(head.command(f"bash -c {shlex.quote(command)}"), out_stream=_Lines(on_line),
+                          err_stream=stderr, warn=True, timeout=timeout + 15, in_stream=False)
         return result.exited, stderr.getvalue()[-2000:]
     except Exception as exc:  # CommandTimedOut, a dropped connection: the caller tears the cluster down
         return None, f"{type(exc).__name__}: {exc}"
@@ -265,8 +265,9 @@ def job_logs(head: HostSpec, ray: str, dashboard: str, token_file: str, submissi
              stream) -> None:
     conn = connect(head)
     try:
-        conn.run(f"{ray_client(ray, token_file, dashboard)} job logs --address={shlex.quote(dashboard)} "
-                 f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}", out_stream=stream, err_stream=stream,
-                 warn=True, timeout=None if follow else 120, in_stream=False)
+        client = ray_client(ray, token_file, dashboard)
+        conn.run(head.command(f"{client} job logs --address={shlex.quote(dashboard)} "
+                              f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}"),
+                 out_stream=stream, err_stream=stream, warn=True, timeout=None if follow else 120, in_stream=False)
     finally:
         conn.close()

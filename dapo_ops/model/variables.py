@@ -37,9 +37,6 @@ def _declare(group: str, name: str, kind: str, default: str, doc: str, readers: 
 NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH = (
     "Nodes and SSH", "Vendor artifacts", "The Python stack", "HCCL network", "Preflight", "Launch")
 
-KNOWN_HOSTS = _declare(NODES, "dapo_known_hosts", "path", "~/.ssh/known_hosts",
-                       "The nodes' host keys; nothing connects to a node whose key is missing or has changed.",
-                       "every dapo-ops command that connects")
 SSH_CONNECT_TIMEOUT = _declare(NODES, "dapo_ssh_connect_timeout", "seconds", "10",
                                "How long dapo-ops' own SSH connections wait to connect.",
                                "every dapo-ops command that connects")
@@ -146,7 +143,10 @@ REHEARSAL_BACKEND = _declare(LAUNCH, "dapo_rehearsal_backend", "hccl | gloo", "h
 PREFIX = "dapo_"   # every inventory-facing knob of dapo-ops and its roles
 # names an earlier dapo-ops read, and what replaced them
 RETIRED = {"dapo_artifact_digests": f"{ARTIFACT_DIGEST_FILE.name}, a file of sha256sum lines that `dapo-ops stack "
-                                    "artifacts DIR` writes"}
+                                    "artifacts DIR` writes",
+           # one known_hosts setting, Ansible's, which both read (dapo_ops/fleet/ssh_config.py)
+           "dapo_known_hosts": "`-o UserKnownHostsFile=PATH` in ansible_ssh_common_args (or the ssh config's "
+                               "UserKnownHostsFile), which Ansible and dapo-ops both read"}
 
 
 def unknown_variable(name: str) -> str | None:

@@ -728,8 +728,9 @@ def test_a_revoked_host_key_stops_even_a_forced_launch_before_any_node_is_touche
                      if line.startswith(fleet["node2"].address + " "))
     copy = tmp_path / "known_hosts"
     copy.write_text(f"@revoked * ssh-ed25519 {node2_key}\n" + known.read_text())
-    inventory = inventory_copy(tmp_path, node1={"dapo_known_hosts": str(copy), "dapo_hccl_ip": "10.78.0.11"},
-                               node2={"dapo_known_hosts": str(copy), "dapo_hccl_ip": "10.78.0.12"})
+    args = f"-o UserKnownHostsFile={copy} -o StrictHostKeyChecking=yes"
+    inventory = inventory_copy(tmp_path, node1={"ansible_ssh_common_args": args, "dapo_hccl_ip": "10.78.0.11"},
+                               node2={"ansible_ssh_common_args": args, "dapo_hccl_ip": "10.78.0.12"})
     result = cli("launch", JOB, "--nodes", "2", "--no-audit", "--force", "-i", inventory)
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (

@@ -104,7 +104,7 @@ GOOD_HOST = "{ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_no
     ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_npus_per_node: 16}\n"
      f"    n2: {GOOD_HOST}\n", "n1: no dapo_hccl_ifname in the inventory"),
     ("npu_nodes:\n  hosts:\n    n1: {ansible_host: 192.0.2.11, dapo_hccl_ifname: eth0, dapo_npus_per_node: 16, "
-     "ansible_port: twenty}\n", "n1 has a non-numeric ansible_port"),
+     "ansible_port: twenty}\n", "host 'n1': the SSH port 'twenty' (ansible_port, -p or Port) is not a number"),
     ("other_group:\n  hosts:\n    n1: {}\n", "has no hosts in group 'npu_nodes'"),
     ("\xff\xfe not utf-8", "is not usable"),
 ])

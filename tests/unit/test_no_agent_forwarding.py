@@ -15,7 +15,7 @@ from pathlib import Path
 from fabric import Connection
 from dapo_ops.fleet.ssh import HostSpec, connection
 host = HostSpec("node1", "192.0.2.11", Path("/dev/null"))
-print(Connection("192.0.2.11").forward_agent, connection(host).forward_agent)
+print(Connection("192.0.2.11").forward_agent, connection(host.endpoint, 10).forward_agent)
 """
 
 
