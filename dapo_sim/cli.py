@@ -28,13 +28,23 @@ def sim() -> None:
 @click.option("--fault", "faults", multiple=True, metavar="SPEC",
               help="Fault knob NODE[.npuK]:KNOB[=VALUE], repeatable (see `dapo-sim faults`).")
 @click.option("--provisioned", is_flag=True, help="Start every node with the pinned HDK and CANN installed.")
+@click.option("--ssh-user", default="root", show_default=True, metavar="NAME",
+              help="The only user the nodes let in over SSH; one other than root has passwordless sudo, and the "
+                   "inventory says ansible_become.")
+@click.option("--bastion", is_flag=True, help="The nodes let SSH in only from a jump host, which the inventory names "
+                                              "(ProxyJump, in the ssh config file it passes with -F).")
+@click.option("--ssh-key", default="", metavar="PRIVATE_KEY",
+              help="The controller's key the nodes accept, PRIVATE_KEY.pub beside it (default: the simulator's "
+                   "own); one with a passphrase needs ssh-agent, for Ansible and dapo-ops alike.")
 @json_option
-def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, as_json: bool) -> None:
+def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, ssh_user: str, bastion: bool,
+           ssh_key: str, as_json: bool) -> None:
     """Bring the simulated fleet up (idempotent)."""
     from dapo_sim.fleet import FleetSpec, SimFleet
 
     out = Output(as_json)
-    spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned)
+    spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned,
+                     ssh_user=ssh_user, bastion=bastion, ssh_key=str(Path(ssh_key).resolve()) if ssh_key else "")
     SimFleet.validate_spec(spec)
     fleet = SimFleet(log=out.note)
     state = fleet.up(spec)

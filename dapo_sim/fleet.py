@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -20,7 +21,7 @@ from dapo_ops.errors import UsageError
 from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest, load_manifest
 from dapo_ops.paths import INVENTORY_DIR
-from dapo_sim import access, hwmodel, ledger, mirror, netns, node
+from dapo_sim import access, bastion, hwmodel, ledger, mirror, netns, node
 from dapo_sim.netns import BRIDGE, BRIDGE_IP, DATA_NIC, DATA_SUBNET, NETNS_PREFIX
 from dapo_sim.node import exec_in
 from dapo_sim.preinstall import preinstall
@@ -78,6 +79,10 @@ class SimFleet:
     @property
     def ssh_config(self) -> Path:
         return self.ssh_dir / "config"
+
+    @property
+    def bastion_dir(self) -> Path:
+        return self.state_dir / "bastion"
 
     @property
     def mirror_root(self) -> Path:
@@ -146,9 +151,17 @@ class SimFleet:
             raise UsageError(f"--nodes must be between 1 and {MAX_NODES} (got {spec.nodes})")
         if not 1 <= spec.npus_per_node <= 16:
             raise UsageError(f"--npus-per-node must be between 1 and 16 (got {spec.npus_per_node})")
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", spec.ssh_user):
+            raise UsageError(f"--ssh-user {spec.ssh_user!r} is not a user name (lower-case letters, digits, _ and -)")
+        if spec.ssh_key and not (Path(spec.ssh_key).is_file() and Path(f"{spec.ssh_key}.pub").is_file()):
+            raise UsageError(f"--ssh-key {spec.ssh_key}: needs the private key and {spec.ssh_key}.pub beside it")
         faults = [hwmodel.parse_fault(s) for s in spec.faults]
         hwmodel.validate_faults(faults, hwmodel.node_names(spec.nodes), spec.npus_per_node)
         return faults
+
+    def client_key(self, spec: FleetSpec) -> Path:
+        """The private key the inventory names and the nodes accept."""
+        return Path(spec.ssh_key) if spec.ssh_key else self.key_file
 
     # -------------------------------------------------------------------------------------------------- up
 
@@ -204,22 +217,29 @@ class SimFleet:
         state.mirror_pid = mirror.start(self.mirror_root, BRIDGE_IP, MIRROR_PORT, self.logs_dir / "mirror.log",
                                         record)
         self._save_state(state)
+        client_public_key = Path(f"{self.client_key(spec)}.pub")
+        if spec.bastion:
+            bastion.start(self.bastion_dir, client_public_key, record, self.logs_dir / "bastion.log")
         for n in state.nodes:
             node.prepare(n, node_count=spec.nodes, npus_per_node=spec.npus_per_node, faults=faults,
-                         manifest=self.manifest, client_public_key=self.key_file.with_suffix(".pub"),
-                         fabric=self.fabric_dir, hide=self.state_dir)
+                         manifest=self.manifest, client_public_key=client_public_key,
+                         fabric=self.fabric_dir, hide=self.state_dir, ssh_user=spec.ssh_user,
+                         jump_ip=bastion.IP if spec.bastion else None)
             netns.add_node(n, record)
             node.start(n, record)
         node.wait_for_sshd(state.nodes)
-        access.write_known_hosts(state.nodes, self.known_hosts)
-        access.write_ssh_config(state.nodes, self.ssh_config, self.key_file, self.known_hosts)
+        jump = self.bastion_dir if spec.bastion else None
+        access.write_known_hosts(state.nodes, self.known_hosts, jump)
+        access.write_ssh_config(state.nodes, self.ssh_config, self.client_key(spec), self.known_hosts,
+                                spec.ssh_user, jump is not None)
         preinstall(state.nodes, spec, faults, self.manifest, self.state_dir / "catalog-installers", self.mirror_root)
         self._write_inventory(state, spec)
 
     def _write_inventory(self, state: FleetState, spec: FleetSpec) -> None:
-        access.write_inventory(self.inventory_file, state.nodes, spec.npus_per_node, key_file=self.key_file,
+        access.write_inventory(self.inventory_file, state.nodes, spec.npus_per_node, key_file=self.client_key(spec),
                                known_hosts=self.known_hosts, mirror_url=self.mirror_url,
-                               mirror_root=self.mirror_root, manifest=self.manifest)
+                               mirror_root=self.mirror_root, manifest=self.manifest, ssh_user=spec.ssh_user,
+                               ssh_config=self.ssh_config if spec.bastion else None)
 
     # ------------------------------------------------------------------------------------------ in the nodes
 
@@ -287,6 +307,7 @@ class SimFleet:
             ledger.teardown(state, removed)
         shutil.rmtree(self.state_dir / "nodes", ignore_errors=True)
         shutil.rmtree(self.fabric_dir, ignore_errors=True)
+        shutil.rmtree(self.bastion_dir, ignore_errors=True)
         for path in (self.state_file, self.inventory_file, self.known_hosts, self.ssh_config):
             if path.exists():
                 path.unlink()

@@ -39,17 +39,17 @@ def node_data_ip(index: int) -> str:
 
 
 def make_bridges(record: Record) -> None:
-    _create(["ip", "link", "add", BRIDGE, "type", "bridge"], "bridge", BRIDGE, record)
+    create(["ip", "link", "add", BRIDGE, "type", "bridge"], "bridge", BRIDGE, record)
     run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE], "address the bridge")
     run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
-    _create(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "bridge", DATA_BRIDGE, record)
+    create(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "bridge", DATA_BRIDGE, record)
     run(["ip", "link", "set", DATA_BRIDGE, "up"], "bring the training-network bridge up")
 
 
 def add_node(node: NodeState, record: Record) -> None:
     """Create the node's namespace and wire it to both bridges (node.ip on its veth, node.data_ip on DATA_NIC)."""
-    _create(["ip", "netns", "add", node.netns], "netns", node.netns, record)
-    _create(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node], "link",
+    create(["ip", "netns", "add", node.netns], "netns", node.netns, record)
+    create(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node], "link",
             node.veth_host, record, peer=node.veth_node)
     run(["ip", "link", "set", node.veth_host, "master", BRIDGE, "up"], f"attach {node.name} to the bridge")
     run(["ip", "link", "set", node.veth_node, "netns", node.netns], f"move {node.name}'s veth")
@@ -57,7 +57,7 @@ def add_node(node: NodeState, record: Record) -> None:
                  ["link", "set", node.veth_node, "up"]):
         run(["ip", "-n", node.netns, *args], f"configure {node.name}'s network")
     data_peer = f"dapo{node.index}e"
-    _create(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer], "link",
+    create(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer], "link",
             node.veth_data_host, record, peer=data_peer)
     run(["ip", "link", "set", node.veth_data_host, "master", DATA_BRIDGE, "up"],
         f"attach {node.name} to the training network")
@@ -67,7 +67,7 @@ def add_node(node: NodeState, record: Record) -> None:
         run(["ip", "-n", node.netns, *args], f"configure {node.name}'s training network")
 
 
-def _create(cmd: list[str], kind: str, name: str, record: Record, peer: str = "") -> None:
+def create(cmd: list[str], kind: str, name: str, record: Record, peer: str = "") -> None:
     """Make a bridge, namespace or veth pair and record it. A name already taken was not made by this fleet
     (whatever it made is gone before it makes anything): it is named, and left alone."""
     result = run(cmd, f"create {name}", check=False)

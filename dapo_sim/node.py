@@ -61,16 +61,19 @@ def host_public_key(node: NodeState) -> Path:
 # ------------------------------------------------------------------------------------------------------ disk
 
 def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: list[hwmodel.Fault],
-            manifest: StackManifest, client_public_key: Path, fabric: Path, hide: Path) -> None:
+            manifest: StackManifest, client_public_key: Path, fabric: Path, hide: Path, ssh_user: str = "root",
+            jump_ip: str | None = None) -> None:
     """Write the node's directory from scratch; `fabric` is the fleet-wide RoCE table every node sees, `hide` the
-    simulator's state dir, which the node sees empty."""
+    simulator's state dir, which the node sees empty. SSH lets in ssh_user only (from jump_ip only, when given)."""
     d = Path(node.dir)
     if d.exists():
         shutil.rmtree(d)
     _make_dirs(d)
     etc = d / "upper" / "etc"
-    _write_ssh(node, etc / "ssh", client_public_key)
+    _write_ssh(node, etc / "ssh", client_public_key, ssh_user, jump_ip)
     _write_etc(node, etc, node_count)
+    if ssh_user != "root":
+        _write_sudo_user(etc, d / _key("home"), ssh_user)
     _write_usr(d)
     model = _write_hardware(node, d, npus_per_node, faults, manifest, fabric)
     conf = []
@@ -93,12 +96,31 @@ def _make_dirs(d: Path) -> None:
         (d / "work" / _key(overlay)).mkdir(parents=True)
 
 
-def _write_ssh(node: NodeState, ssh: Path, client_public_key: Path) -> None:
+def _write_ssh(node: NodeState, ssh: Path, client_public_key: Path, ssh_user: str, jump_ip: str | None) -> None:
     ssh.mkdir()
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{node.name}", "-f", str(ssh / HOST_KEY)],
         f"create {node.name}'s host key")
     shutil.copyfile(client_public_key, ssh / AUTHORIZED_KEYS)
-    (ssh / Path(SSHD_CONFIG).name).write_text(sshd_config(node))
+    (ssh / Path(SSHD_CONFIG).name).write_text(sshd_config(node, ssh_user, jump_ip))
+
+
+SUDO_USER_ID = 2000
+
+
+def _write_sudo_user(etc: Path, home: Path, user: str) -> None:
+    """A login user with passwordless sudo, as sites that allow no root login have: the host's account files with
+    the user added (in the node's /etc overlay), its home, and a sudoers.d entry."""
+    for name, line in (("passwd", f"{user}:x:{SUDO_USER_ID}:{SUDO_USER_ID}::/home/{user}:/bin/bash"),
+                       ("group", f"{user}:x:{SUDO_USER_ID}:"), ("shadow", f"{user}:*:19000:0:99999:7:::")):
+        host = Path("/etc", name).read_text()
+        (etc / name).write_text(host + ("" if host.endswith("\n") else "\n") + line + "\n")
+    (etc / "shadow").chmod(0o640)
+    sudoers = etc / "sudoers.d"
+    sudoers.mkdir()
+    (sudoers / "dapo-sim").write_text(f"{user} ALL=(ALL:ALL) NOPASSWD: ALL\n")
+    (sudoers / "dapo-sim").chmod(0o440)
+    (home / user).mkdir()
+    os.chown(home / user, SUDO_USER_ID, SUDO_USER_ID)
 
 
 def _write_etc(node: NodeState, etc: Path, node_count: int) -> None:
@@ -141,9 +163,10 @@ def _write_hardware(node: NodeState, d: Path, npus_per_node: int, faults: list[h
     return model
 
 
-def sshd_config(node: NodeState) -> str:
+def sshd_config(node: NodeState, ssh_user: str = "root", jump_ip: str | None = None) -> str:
     return _templates.get_template("sshd_config.j2").render(
-        ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}")
+        ip=node.ip, host_key=f"/etc/ssh/{HOST_KEY}", authorized_keys=f"/etc/ssh/{AUTHORIZED_KEYS}",
+        allow_users=f"{ssh_user}@{jump_ip}" if jump_ip else ssh_user, root_login=ssh_user == "root")
 
 
 def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path, mem_gib: int) -> str:

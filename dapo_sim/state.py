@@ -15,6 +15,9 @@ class FleetSpec:
     npus_per_node: int = 16
     faults: tuple[str, ...] = ()
     provisioned: bool = False
+    ssh_user: str = "root"   # the one user the nodes let in (with sudo when not root)
+    bastion: bool = False    # the nodes let SSH in only from a jump host
+    ssh_key: str = ""        # the controller's key pair the nodes accept (default: the simulator's own)
 
 
 @dataclass

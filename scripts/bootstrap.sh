@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 
 # g++ make cmake libnuma-dev: the build tools preflight checks on the simulated nodes (which overlay this /usr);
 # nftables: the firewall test's rules inside a node's network namespace; chromium: the report test opens
-# report.html headless and takes a screenshot.
+# report.html headless and takes a screenshot; sudo: nodes brought up with `dapo-sim up --ssh-user NAME` let NAME in
+# with sudo only.
 packages=(openssh-server openssh-client iproute2 util-linux git curl ca-certificates python3 python3-venv gcc g++ make
-          cmake libnuma-dev nftables net-tools shellcheck chromium)
+          cmake libnuma-dev nftables net-tools shellcheck chromium sudo)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

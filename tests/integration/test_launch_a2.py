@@ -4,10 +4,14 @@ on: verl's TaskRunner on a node other than the head, its file logger, vllm-ascen
 mode. Each check names the upstream file it pins."""
 
 import json
+import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +19,8 @@ from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_ops.stack.artifacts import bundle_name
 from dapo_sim.fleet import DATA_NIC, DATA_SUBNET, FleetSpec
+
+from dapo_ops.fleet.ssh import Failure, run_on
 
 from .ansible_helpers import playbook
 from .helpers import hosts, sh
@@ -31,14 +37,45 @@ def cli(*args, timeout=600):
 pytestmark = pytest.mark.usefixtures("runs_dir")  # run records in a temporary directory (conftest)
 
 
+PASSPHRASE = "typed-into-ssh-add-only"
+
+
 @pytest.fixture(scope="module")
-def fleet(sim, tmp_path_factory):
+def agent_key(tmp_path_factory):
+    """A controller key with a passphrase, held by an ssh-agent of this module's own (SSH_AUTH_SOCK is set for
+    every command the tests run, as an operator's shell has it): Ansible and dapo-ops authenticate with the agent."""
+    home = tmp_path_factory.mktemp("agent")
+    key, sock, askpass = home / "id_ed25519", home / "agent.sock", home / "askpass"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", PASSPHRASE, "-C", "dapo-test", "-f", str(key)],
+                   check=True)
+    agent = subprocess.run(["ssh-agent", "-s", "-a", str(sock)], capture_output=True, text=True, check=True)
+    agent_pid = int(re.search(r"SSH_AGENT_PID=(\d+)", agent.stdout).group(1))
+    askpass.write_text(f"#!/bin/sh\necho {PASSPHRASE}\n")
+    askpass.chmod(0o700)
+    added = subprocess.run(["ssh-add", str(key)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           env=dict(os.environ, SSH_AUTH_SOCK=str(sock), SSH_ASKPASS=str(askpass),
+                                    SSH_ASKPASS_REQUIRE="force", DISPLAY=":0"))
+    assert added.returncode == 0, added.stderr
+    before = os.environ.get("SSH_AUTH_SOCK")
+    os.environ["SSH_AUTH_SOCK"] = str(sock)
+    yield key
+    os.environ.pop("SSH_AUTH_SOCK")
+    if before is not None:
+        os.environ["SSH_AUTH_SOCK"] = before
+    os.kill(agent_pid, signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def fleet(sim, tmp_path_factory, agent_key):
     """Two A2 servers with the pinned HDK and CANN already on them (`sim up --provisioned`: a fresh install with its
     reboot is test_provision's subject), then the whole of site.yml, which finds those layers in place. The sources
     come as git bundles from the artifact mirror, with no git server reachable (issue 28: test_provision clones from
-    the git server)."""
+    the git server). The nodes are reached as a site without root login reaches them (issue 28 (5)): through a jump
+    host, as a user with sudo, with a passphrase key that only ssh-agent holds open; site.yml, the launch and every
+    command of this module go that way."""
     sim.down()
-    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True))
+    sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True, ssh_user="dapo", bastion=True,
+                     ssh_key=str(agent_key)))
     no_git_server = tmp_path_factory.mktemp("inv") / "bundles.yml"
     no_git_server.write_text("all:\n  vars:\n    dapo_git_bundles: true\n"
                              "    dapo_git_base_url: http://127.0.0.1:9/no-git-server\n")
@@ -52,6 +89,24 @@ def fleet(sim, tmp_path_factory):
                             text=True, timeout=600)
     assert staged.returncode == 0, staged.stderr
     return hosts()
+
+
+def test_the_nodes_are_reached_only_through_the_jump_host_as_the_sudo_user_with_the_agent_s_key(fleet, agent_key):
+    node1 = fleet["node1"]
+    assert node1.user == "dapo" and node1.become_user == "root" and len(node1.jumps) == 1
+    assert sh(node1, "id -un").stdout.strip() == "root"                            # through sudo
+    assert sh(replace(node1, become_user=None), "id -un").stdout.strip() == "dapo"  # the login itself
+    for direct in (replace(node1, jumps=()), replace(node1, jumps=(), user="root", become_user=None),
+                   replace(node1, user="root", become_user=None)):
+        refused = run_on(direct, "true", timeout=30)
+        assert refused.failure is Failure.UNREACHABLE, (direct, refused)
+        assert f"{direct.user} was not let in" in refused.error
+    without_agent = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "audit", "--json"], cwd=PROJECT_ROOT,
+                                   capture_output=True, text=True, timeout=300,
+                                   env={k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"})
+    assert without_agent.returncode != 0
+    assert f"the key {agent_key} has a passphrase and ssh-agent offers no key" in (without_agent.stdout +
+                                                                                    without_agent.stderr)
 
 
 def wait_for_job(run_id, timeout=180):

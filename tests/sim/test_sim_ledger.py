@@ -128,7 +128,7 @@ def test_a_name_that_is_taken_fails_the_bring_up_naming_it(monkeypatch):
     recorded = []
     with pytest.raises(SimError, match="^create dapo1n: File exists — it is not recorded by this simulator; "
                                        "remove it yourself$"):
-        netns._create(["ip", "link", "add", "dapo1h"], "link", "dapo1h", lambda *a: recorded.append(a),
+        netns.create(["ip", "link", "add", "dapo1h"], "link", "dapo1h", lambda *a: recorded.append(a),
                       peer="dapo1n")
     assert recorded == []
 
