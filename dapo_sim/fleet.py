@@ -153,6 +153,10 @@ class SimFleet:
             raise UsageError(f"--npus-per-node must be between 1 and 16 (got {spec.npus_per_node})")
         if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", spec.ssh_user):
             raise UsageError(f"--ssh-user {spec.ssh_user!r} is not a user name (lower-case letters, digits, _ and -)")
+        if spec.ssh_user != "root" and any(line.split(":")[0] == spec.ssh_user or line.split(":")[2:3] == [
+                str(node.SUDO_USER_ID)] for line in Path("/etc/passwd").read_text().splitlines() if line):
+            raise UsageError(f"--ssh-user {spec.ssh_user}: this machine has that user or uid {node.SUDO_USER_ID} "
+                             "already, which the nodes' copy of its account files would keep: pick another name")
         if spec.ssh_key and not (Path(spec.ssh_key).is_file() and Path(f"{spec.ssh_key}.pub").is_file()):
             raise UsageError(f"--ssh-key {spec.ssh_key}: needs the private key and {spec.ssh_key}.pub beside it")
         faults = [hwmodel.parse_fault(s) for s in spec.faults]
@@ -272,7 +276,8 @@ class SimFleet:
     # ---------------------------------------------------------------------------------------------- status
 
     def _healthy(self, state: FleetState) -> bool:
-        return all(alive(n.pid1) and port_open(n.ip, 22) for n in state.nodes) and alive(state.mirror_pid)
+        jump_up = not state.spec.get("bastion") or port_open(bastion.IP, 22)
+        return all(alive(n.pid1) and port_open(n.ip, 22) for n in state.nodes) and alive(state.mirror_pid) and jump_up
 
     def status(self) -> dict:
         state = self.load_state()

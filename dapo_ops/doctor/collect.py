@@ -79,7 +79,8 @@ def extract(archive: Path, into: Path) -> None:
 
 
 def _collect_node(host, bundle: Path, minutes: int) -> dict:
-    from dapo_ops.fleet.ssh import connect, read_file, run
+    from dapo_ops.fleet.ssh import connect, run
+    from dapo_ops.fleet.transfer import read_file
 
     conn = connect(host)
     try:

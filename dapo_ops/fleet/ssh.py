@@ -4,15 +4,14 @@ Fabric accepts any host key by default (AutoAddPolicy, known_hosts ignored; fabr
 here, to a node or to a jump host on the way, loads the known_hosts file and sets paramiko's RejectPolicy before
 its first use, so an unknown or changed host key is refused. Keys come from the inventory's key file or from
 ssh-agent (for authentication only: the agent is never forwarded). Where and how to connect is read from the
-inventory as Ansible reads it (ssh_config.py); with become, every command runs through sudo. Every command has a
-timeout; many hosts run in a bounded thread pool.
+inventory as Ansible reads it (ssh_config.py); with become, every command runs through sudo (files too:
+transfer.py). Every command has a timeout; many hosts run in a bounded thread pool.
 """
 
 from __future__ import annotations
 
 import enum
 import queue
-import shlex
 import socket
 import threading
 import time
@@ -92,21 +91,40 @@ class CommandResult:
 _FABRIC_CONFIG = Config(overrides={"load_ssh_configs": False})
 
 
-def connection(endpoint: Endpoint, timeout: float, gateway: Connection | None = None) -> Connection:
+def connection(endpoint: Endpoint, timeout: float, sock=None) -> Connection:
     """A Connection (not opened) that takes keys from the key file or ssh-agent and forwards no agent, whatever the
-    operator's ~/.ssh/config says (`ForwardAgent yes` there would hand root job code on a node the agent)."""
+    operator's ~/.ssh/config says (`ForwardAgent yes` there would hand root job code on a node the agent); `sock`,
+    a channel through a jump host."""
     connect_kwargs = {"allow_agent": True, "look_for_keys": endpoint.key_file is None, "banner_timeout": timeout,
                       "auth_timeout": timeout}
     if endpoint.key_file is not None:
         connect_kwargs["key_filename"] = [str(endpoint.key_file)]
+    if sock is not None:
+        connect_kwargs["sock"] = sock
     return Connection(endpoint.address, user=endpoint.user, port=endpoint.port, connect_timeout=timeout,
-                      connect_kwargs=connect_kwargs, forward_agent=False, gateway=gateway, config=_FABRIC_CONFIG)
+                      connect_kwargs=connect_kwargs, forward_agent=False, gateway=False, config=_FABRIC_CONFIG)
+
+
+def _through(gateway: Connection | None, endpoint: Endpoint, timeout: float):
+    """A direct-tcpip channel to the endpoint through the jump connection, opened within the timeout (Fabric's own
+    gateway opens it with paramiko's default of an hour); None without a jump."""
+    if gateway is None:
+        return None
+    try:
+        return gateway.transport.open_channel("direct-tcpip", (endpoint.address, endpoint.port), ("", 0),
+                                              timeout=timeout)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise SSHError(f"{endpoint.address}:{endpoint.port}: the jump host cannot reach it: {exc}") from None
 
 
 def _open(label: str, endpoint: Endpoint, timeout: float, gateway: Connection | None = None) -> Connection:
     """An opened Connection to one hop whose host key has been checked against its known_hosts."""
-    conn = connection(endpoint, timeout, gateway)
     where = f"{label} ({endpoint.address})"
+    try:
+        sock = _through(gateway, endpoint, timeout)
+    except SSHError as exc:
+        raise SSHError(f"{label}: {exc}") from None
+    conn = connection(endpoint, timeout, sock)
     try:
         known = known_hosts.load_into(conn.client, endpoint.known_hosts)
     except SSHError as exc:
@@ -144,24 +162,38 @@ def _open(label: str, endpoint: Endpoint, timeout: float, gateway: Connection | 
 
 
 # One connection per chain of jump hosts, opened by the first thread that needs it and shared: paramiko opens
-# channels on one transport from many threads, and a bastion sees one login, not one per node.
+# channels on one transport from many threads, and a jump host sees one login, not one per node. A failure is kept
+# for a connect timeout, so the other nodes' threads do not each wait one out behind the lock.
 _jump_lock = threading.Lock()
-_jump_connections: dict[tuple[Endpoint, ...], Connection] = {}
+_jump_chains: dict[tuple[Endpoint, ...], list[Connection]] = {}
+_jump_failures: dict[tuple[Endpoint, ...], tuple[float, SSHError]] = {}
+KEEPALIVE = 10   # seconds between keepalives on a jump connection (ansible.cfg's ServerAliveInterval)
 
 
 def _gateway(host: HostSpec) -> Connection:
     with _jump_lock:
-        gateway = _jump_connections.get(host.jumps)
-        if gateway is not None and gateway.transport is not None and gateway.transport.is_active():
-            return gateway
-        gateway = None
-        for hop in host.jumps:
-            try:
-                gateway = _open(f"{host.name}'s jump host", hop, host.connect_timeout, gateway)
-            except SSHError as exc:
-                raise SSHError(f"{host.name}: {exc}") from None
-        _jump_connections[host.jumps] = gateway
-        return gateway
+        chain = _jump_chains.get(host.jumps)
+        if chain and all(c.transport is not None and c.transport.is_active() for c in chain):
+            return chain[-1]
+        failed = _jump_failures.get(host.jumps)
+        if failed and time.monotonic() - failed[0] < host.connect_timeout:
+            raise SSHError(f"{host.name}: {failed[1]}")
+        for conn in reversed(chain or []):
+            conn.close()
+        opened: list[Connection] = []
+        try:
+            for hop in host.jumps:
+                opened.append(_open("its jump host", hop, host.connect_timeout, opened[-1] if opened else None))
+                opened[-1].transport.set_keepalive(KEEPALIVE)
+        except SSHError as exc:
+            for conn in reversed(opened):
+                conn.close()
+            _jump_failures[host.jumps] = (time.monotonic(), exc)
+            _jump_chains.pop(host.jumps, None)
+            raise SSHError(f"{host.name}: {exc}") from None
+        _jump_failures.pop(host.jumps, None)
+        _jump_chains[host.jumps] = opened
+        return opened[-1]
 
 
 def connect(host: HostSpec) -> Connection:
@@ -186,39 +218,6 @@ def run(conn: Connection, host: HostSpec, command: str, timeout: float) -> Comma
         stderr = (f"sudo on {host.name} asks {host.user} for a password: dapo-ops runs node commands with `sudo -n` "
                   f"(ansible_become), which needs sudo without a password for {host.user}")
     return CommandResult(host.name, command, result.exited, result.stdout, stderr, time.monotonic() - started)
-
-
-def exchange(conn: Connection, host: HostSpec, command: str, stdin: bytes, timeout: float) -> tuple[int, bytes]:
-    """Run a command with `stdin` as its input, as the host's user (through sudo with become); (exit code, stdout
-    bytes). For files in either direction: no SFTP, which would write and read as the login user."""
-    channel = conn.client.get_transport().open_session(timeout=timeout)
-    try:
-        channel.settimeout(timeout)
-        channel.exec_command(host.command(command))
-        if stdin:
-            channel.sendall(stdin)
-        channel.shutdown_write()
-        out = channel.makefile("rb").read()
-        return channel.recv_exit_status(), out
-    finally:
-        channel.close()
-
-
-def write_file(conn: Connection, host: HostSpec, path: str, data: bytes, mode: int, timeout: float) -> None:
-    """Write a file whole, created 0600 before a byte is written, then given its mode and moved to its name (a
-    reader never sees part of it)."""
-    partial = f"{path}.partial"
-    rc, _ = exchange(conn, host, f"umask 077 && cat > {shlex.quote(partial)} && chmod {mode:o} {shlex.quote(partial)} "
-                                 f"&& mv -f {shlex.quote(partial)} {shlex.quote(path)}", data, timeout)
-    if rc != 0:
-        raise SSHError(f"writing {path} on {host.name} failed (exit {rc})")
-
-
-def read_file(conn: Connection, host: HostSpec, path: str, timeout: float) -> bytes:
-    rc, data = exchange(conn, host, f"cat {shlex.quote(path)}", b"", timeout)
-    if rc != 0:
-        raise SSHError(f"reading {path} on {host.name} failed (exit {rc})")
-    return data
 
 
 # How long one command over SSH may take, by what it does (seconds); every caller names one of these.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ ARGS_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 BECOME_VARS = ("ansible_become", "ansible_become_user", "ansible_become_method")
 # OpenSSH's command-line flags that take an argument (ssh(1)); those not read here are skipped with theirs
 _FLAGS_WITH_ARGUMENT = set("BbcDEeFIiJLlmOopQRSWw")
+# what OpenSSH 9.6+ accepts as a host name on its command line: no shell metacharacters (paramiko's %h would pass them)
+_HOST_NAME = re.compile(r"[A-Za-z0-9._:%\[\]-]+")
 _READ_OPTIONS = ("hostname", "user", "port", "identityfile", "userknownhostsfile", "proxyjump", "proxycommand")
 
 
@@ -63,41 +66,56 @@ class SshSettings:
     become_user: str | None = None     # None: commands run as the login user
 
 
-def command_line_options(args: str, where: str) -> tuple[dict[str, str], Path | None]:
-    """The options the inventory's OpenSSH arguments set (first value wins, keys lower-cased; identityfile keeps
-    the first) and the -F file (pure)."""
+def _words(args: str, where: str) -> list[tuple[str, str]]:
+    """(flag, value) for each flag of ssh(1)'s command line that takes a value, as ssh's getopt reads them: flags may
+    be clustered (`-vJ bastion`, `-Cp2222`), the value in the same word or the next."""
     try:
         words = shlex.split(args)
     except ValueError as exc:
         raise InventoryError(f"{where}: its SSH arguments do not parse ({exc}): {args!r}") from None
-    options: dict[str, str] = {}
-    config_file: Path | None = None
-    flags = {"J": "proxyjump", "l": "user", "p": "port", "i": "identityfile"}
+    found = []
     index = 0
     while index < len(words):
         word = words[index]
         index += 1
         if not word.startswith("-") or len(word) < 2:
             continue
-        flag, value = word[1], word[2:]
-        if flag not in _FLAGS_WITH_ARGUMENT:
-            continue
-        if not value:
-            if index >= len(words):
-                raise InventoryError(f"{where}: its SSH arguments end with {word} and no value")
-            value = words[index]
-            index += 1
+        for position, flag in enumerate(word[1:], 1):
+            if flag not in _FLAGS_WITH_ARGUMENT:
+                continue
+            value = word[position + 1:]
+            if not value:
+                if index >= len(words):
+                    raise InventoryError(f"{where}: its SSH arguments end with {word} and no value")
+                value = words[index]
+                index += 1
+            found.append((flag, value))
+            break
+    return found
+
+
+def command_line_options(args: str, where: str) -> tuple[dict[str, str], Path | None]:
+    """The options the inventory's OpenSSH arguments set (first value wins, keys lower-cased, in the order they
+    came) and the -F file (the last one, as ssh takes it) (pure)."""
+    options: dict[str, str] = {}
+    config_file: Path | None = None
+    flags = {"J": "proxyjump", "l": "user", "p": "port", "i": "identityfile"}
+    for flag, value in _words(args, where):
         if flag == "o":
             key, _, option_value = value.replace("=", " ", 1).partition(" ")
             options.setdefault(key.strip().lower(), option_value.strip())
         elif flag == "F":
-            config_file = config_file or Path(os.path.expanduser(value))
+            config_file = Path(os.path.expanduser(value))
         elif flag in flags:
             options.setdefault(flags[flag], value)
     return options, config_file
 
 
 _parsed: dict[tuple[str, int], paramiko.SSHConfig] = {}
+# What an ssh config file may hold that dapo-ops does not follow: `Match exec` runs a command line when paramiko
+# looks a host up (dapo-ops reads inventory values as data: nothing in them runs on the controller), and paramiko
+# skips Include, which would leave the settings of the included files out without a word.
+_REFUSED_CONFIG = re.compile(r"^\s*(match\b.*\bexec\b|include\b)", re.IGNORECASE | re.MULTILINE)
 
 
 def load_config(path: Path | None) -> paramiko.SSHConfig:
@@ -111,10 +129,20 @@ def load_config(path: Path | None) -> paramiko.SSHConfig:
     try:
         key = (str(path), path.stat().st_mtime_ns)
         if key not in _parsed:
-            _parsed[key] = paramiko.SSHConfig.from_path(str(path))
+            text = path.read_text()
+            refused = _REFUSED_CONFIG.search(text)
+            if refused:
+                raise InventoryError(f"the ssh config file {path} has `{refused.group(0).strip()[:60]}`, which "
+                                     "dapo-ops does not follow (Match exec runs a command on the controller; Include "
+                                     "is not read): give dapo-ops and Ansible a file without it with -F")
+            _parsed[key] = paramiko.SSHConfig.from_text(text)
         return _parsed[key]
     except OSError as exc:
         raise InventoryError(f"the ssh config file {path} does not read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InventoryError(f"the ssh config file {path} is not text") from None
+    except InventoryError:
+        raise
     except Exception as exc:  # paramiko's parser raises bare exceptions for bad lines
         raise InventoryError(f"the ssh config file {path} does not parse: {exc}") from None
 
@@ -155,7 +183,7 @@ def _jump(spec: str, config: paramiko.SSHConfig, where: str) -> Endpoint:
     if not host:
         raise InventoryError(f"{where}: ProxyJump entry {spec!r} names no host")
     found = config.lookup(host)
-    if _first_key(found.get("proxyjump")) not in (None, "none"):
+    if (_first_key(found.get("proxyjump")) or "none").lower() != "none":
         raise InventoryError(f"{where}: jump host {host} has a ProxyJump of its own in the ssh config; write the "
                              f"chain in one ProxyJump (first,second)")
     key = _first_key(found.get("identityfile"))
@@ -187,10 +215,14 @@ def ssh_settings(name: str, host_vars: dict,
     """The host's SSH settings from its inventory variables and the ssh config file; InventoryError naming the host
     and the setting for one dapo-ops cannot follow."""
     where = f"host {name!r}"
-    address = str(host_vars.get("ansible_host", name))
+    address = str(_first(host_vars.get("ansible_host"), host_vars.get("ansible_ssh_host"), name))
+    if not _HOST_NAME.fullmatch(address):
+        raise InventoryError(f"{where}: the address {address!r} is not a host name or IP address")
     options, config = _merged_options(address, host_vars, where, config_loader)
-    jump_spec = options.get("proxyjump") or "none"
-    if (options.get("proxycommand") or "none") != "none" and jump_spec == "none":
+    # ProxyJump and ProxyCommand exclude each other: OpenSSH keeps whichever it obtains first
+    proxy = next((k for k in options if k in ("proxyjump", "proxycommand")), None)
+    jump_spec = options["proxyjump"] if proxy == "proxyjump" else "none"
+    if proxy == "proxycommand" and options["proxycommand"].lower() != "none":
         raise InventoryError(f"{where}: ProxyCommand is not followed by dapo-ops (a command line from the inventory "
                              "or ssh config, run on the controller): reach the node with ProxyJump")
     key = _first(host_vars.get("ansible_ssh_private_key_file"), host_vars.get("ansible_private_key_file"),
@@ -203,7 +235,7 @@ def ssh_settings(name: str, host_vars: dict,
                    where),
         key_file=Path(os.path.expanduser(str(key))) if key else None,
         known_hosts=_known_hosts(options.get("userknownhostsfile"), where))
-    jumps = () if jump_spec == "none" else tuple(
+    jumps = () if jump_spec.lower() == "none" else tuple(
         _jump(entry.strip(), config, where) for entry in jump_spec.split(",") if entry.strip())
     return SshSettings(target, jumps, _become_user(host_vars, where))
 

@@ -12,8 +12,8 @@ import time
 from urllib.parse import urlsplit
 
 from dapo_ops.errors import DapoError
-from dapo_ops.fleet.ssh import (COMMAND, Failure, HostSpec, QUICK, TRANSFER, connect, fan_out, run, run_on,
-                                write_file)
+from dapo_ops.fleet.ssh import COMMAND, Failure, HostSpec, QUICK, TRANSFER, connect, fan_out, run, run_on
+from dapo_ops.fleet.transfer import write_file
 from dapo_ops.job.render import RAY_PROCESS_PATTERN, RAY_RUNNING, RUNS_ROOT, file_mode, node_dir  # noqa: F401
 from dapo_ops.launch.teardown import (DROP_RUN_TABLES, RAY_SURVIVED_EXIT, leave_command, ray_stop,  # noqa: F401
                                       stopped)

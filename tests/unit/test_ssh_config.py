@@ -119,3 +119,32 @@ def test_the_inventory_gives_each_host_its_jumps_and_become_and_refuses_the_reti
     raw["_meta"]["hostvars"]["n1"]["dapo_known_hosts"] = "/k"
     with pytest.raises(InventoryError, match="dapo_known_hosts is replaced by `-o UserKnownHostsFile=PATH`"):
         parse_inventory(raw, Path("inv"))
+
+
+def test_ssh_reads_clustered_flags_and_the_last_config_file():
+    options, config = command_line_options("-vJ bastion -Cp2222 -F /first -F /last", "host 'n'")
+    assert options == {"proxyjump": "bastion", "port": "2222"} and config == Path("/last")
+
+
+@pytest.mark.parametrize("line", ['Match exec "touch /tmp/ran"', "  match host x exec true", "Include ~/.ssh/config.d/*"])
+def test_a_config_file_that_would_run_a_command_or_hide_settings_is_refused_before_paramiko_reads_it(tmp_path, line):
+    from dapo_ops.fleet.ssh_config import load_config
+
+    config = tmp_path / "config"
+    config.write_text(f"Host *\n  User x\n{line}\n")
+    with pytest.raises(InventoryError, match="which dapo-ops does not follow"):
+        load_config(config)
+    assert not Path("/tmp/ran").exists()
+
+
+def test_the_first_of_proxyjump_and_proxycommand_wins_and_none_is_any_case():
+    assert settings({"ansible_ssh_common_args": "-o ProxyCommand=none"}, "Host *\n  ProxyJump bastion\n").jumps == ()
+    assert settings({"ansible_ssh_common_args": "-o ProxyJump=None"}).jumps == ()
+    with pytest.raises(InventoryError, match="ProxyCommand is not followed"):
+        settings({"ansible_ssh_common_args": "-o ProxyCommand='nc %h %p' -o ProxyJump=bastion"})
+
+
+def test_an_address_is_a_name_never_a_command_line():
+    assert settings({"ansible_ssh_host": "192.0.2.9"}).target.address == "192.0.2.9"
+    with pytest.raises(InventoryError, match="is not a host name or IP address"):
+        settings({"ansible_host": "10.0.0.2;touch /tmp/x"})
