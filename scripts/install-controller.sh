@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The controller install: a virtualenv (.venv in this checkout) with dapo-ops, its pinned toolchain (ansible-core,
 # Fabric, Hydra, ...) and verl's configuration for `dapo-ops validate`, from the hashed locks in requirements/. No
-# root, no system packages: Python 3.11 or 3.12 with its venv module (PYTHON=python3.12 picks another). The lock
+# root, no system packages: Python 3.11, 3.12 or 3.13 with its venv module (PYTHON=python3.13 picks another). The lock
 # holds the test tools too (pytest, ansible-lint: a few MB), so one install serves both uses. dapo-ops runs
 # from this checkout (it reads stack/, roles/ and jobs/ here), so it is installed editable. Idempotent.
 set -euo pipefail
