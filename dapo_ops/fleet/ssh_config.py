@@ -1,8 +1,9 @@
 """A host's SSH settings read as Ansible's ssh connection hands them to OpenSSH, so that one set of inventory
 variables serves Ansible and dapo-ops' own SSH (paramiko through Fabric) alike.
 
-What is read, and in which order (OpenSSH keeps the first value it obtains for an option; Ansible's command line
-puts its own variables before ansible_ssh_common_args and ansible_ssh_extra_args; the config file comes last):
+What is read, and in which order (OpenSSH keeps the first value it obtains for an option, ssh_config(5); Ansible's
+command line, ansible-core's ansible/plugins/connection/ssh.py `_build_command`, puts its own variables before
+ansible_ssh_common_args and ansible_ssh_extra_args; the config file comes last):
 
 1. ansible_host, ansible_user, ansible_port, ansible_ssh_private_key_file;
 2. the OpenSSH options in ansible_ssh_common_args, then ansible_ssh_extra_args: `-o Key=Value` for HostName,
@@ -13,8 +14,9 @@ puts its own variables before ansible_ssh_common_args and ansible_ssh_extra_args
 
 ProxyJump is the way to a node behind a jump host (`[user@]host[:port]`, a chain as `a,b`, or an alias of the config
 file); each jump host takes its own user, port, key and known_hosts from the config file, as OpenSSH's `ssh -W`
-does for it, and its host key is checked like a node's. ProxyCommand is refused: it is a command line taken from
-the inventory, run on the controller.
+does for it (OpenSSH's ssh.c turns ProxyJump into a ProxyCommand that passes -F on, not the -o options), and its
+host key is checked like a node's. ProxyCommand is refused: it is a command line taken from the inventory, run on
+the controller.
 
 ansible_become (with ansible_become_user, default root; ansible_become_method sudo, the default) makes dapo-ops run
 every node command through `sudo -n`, as Ansible's become does for the roles: the login user needs sudo without a

@@ -126,15 +126,16 @@ def test_ssh_reads_clustered_flags_and_the_last_config_file():
     assert options == {"proxyjump": "bastion", "port": "2222"} and config == Path("/last")
 
 
-@pytest.mark.parametrize("line", ['Match exec "touch /tmp/ran"', "  match host x exec true", "Include ~/.ssh/config.d/*"])
+@pytest.mark.parametrize("line", ['Match exec "touch {ran}"', "  match host x exec 'touch {ran}'",
+                                  "Include ~/.ssh/config.d/*"])
 def test_a_config_file_that_would_run_a_command_or_hide_settings_is_refused_before_paramiko_reads_it(tmp_path, line):
     from dapo_ops.fleet.ssh_config import load_config
 
-    config = tmp_path / "config"
-    config.write_text(f"Host *\n  User x\n{line}\n")
+    config, ran = tmp_path / "config", tmp_path / "ran"
+    config.write_text(f"Host *\n  User x\n{line.format(ran=ran)}\n")
     with pytest.raises(InventoryError, match="which dapo-ops does not follow"):
         load_config(config)
-    assert not Path("/tmp/ran").exists()
+    assert not ran.exists()
 
 
 def test_the_first_of_proxyjump_and_proxycommand_wins_and_none_is_any_case():
