@@ -36,7 +36,7 @@ SIM_INVENTORY_DIR = INVENTORY_DIR / "sim"   # the inventory `dapo-sim up` writes
 DEFAULT_STATE_DIR = Path("/var/lib/dapo-ops/sim")
 MIRROR_PORT = 8765
 MAX_NODES = 200
-HOST_PARENTS_OF_STATE = ("/etc", "/usr/local", "/usr/src", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log",
+HOST_PARENTS_OF_STATE = ("/etc", "/usr", "/var/cache", "/opt", "/root", "/home", "/tmp", "/var/log",
                          "/data", "/dev", "/proc")
 
 

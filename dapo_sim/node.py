@@ -1,7 +1,8 @@
 """One simulated node: its disk (private dirs, overlays, /etc, hardware model), its PID 1, running commands in it.
 
-A node is a PID/UTS/mount namespace inside its network namespace. It gets its own /etc, /usr/local (so
-/usr/local/Ascend), /usr/src, /var/cache and /var/lib (overlays on the host's), its own empty /opt, /root, /home,
+A node is a PID/UTS/mount namespace inside its network namespace. It gets its own /etc, /usr (so /usr/local/Ascend,
+/usr/src and what its package manager installs), /var/cache and /var/lib (overlays on the host's: the node starts
+as the host's image and writes its own copy), its own empty /opt, /root, /home,
 /tmp, /var/log and /data, and its own /dev (with /dev/davinciK for its NPUs and the hardware model at
 /dev/.dapo-sim). Its PID 1 is a real OpenSSH sshd; killing that PID 1 stops the node, since the kernel then kills
 everything else in its PID namespace (`unshare --fork` itself ignores SIGTERM while it waits for its child).
@@ -27,7 +28,7 @@ from dapo_sim.netns import BRIDGE_IP, node_ip
 from dapo_sim.proc import alive, children, port_open, run
 from dapo_sim.state import NodeState
 
-OVERLAYS = ("etc", "usr/local", "usr/src", "var/cache")     # the node sees the host's files and writes its own copy
+OVERLAYS = ("etc", "usr", "var/cache")     # the node sees the host's files and writes its own copy
 # /var/lib too, mounted last: the binds from the state dir (which lives under /var/lib) are made before it
 LATE_OVERLAYS = ("var/lib",)
 # The node starts with these empty (/data: models and datasets, staged on every node like on a real cluster).
@@ -133,12 +134,12 @@ def _write_etc(node: NodeState, etc: Path, node_count: int) -> None:
 
 
 def _write_usr(d: Path) -> None:
-    sbin = d / "upper" / "usr_local" / "sbin"
+    sbin = d / "upper" / "usr" / "local" / "sbin"
     sbin.mkdir(parents=True)
     for tool in ("lspci", "sim-reboot", "dkms"):
         (sbin / tool).symlink_to("/dev/.dapo-sim/run")
     # the node image's kernel headers, which the driver's DKMS build needs (nothing is compiled here)
-    headers = d / "upper" / "usr_src" / f"linux-headers-{os.uname().release}"
+    headers = d / "upper" / "usr" / "src" / f"linux-headers-{os.uname().release}"
     headers.mkdir(parents=True)
     (headers / "Makefile").write_text(f"# kernel headers stand-in for {os.uname().release}\n")
 
