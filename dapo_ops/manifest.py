@@ -13,6 +13,7 @@ from dapo_ops.ascend.compat import CompatibilityReport, check_compatibility
 from dapo_ops.errors import ManifestError
 from dapo_ops.paths import STACK_MANIFEST
 from dapo_ops.stack.imports import parse_job_imports
+from dapo_ops.model.os_packages import parse_os_packages
 
 ARTIFACT_KEYS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal", "conda_installer")
 ASCEND_COMPONENTS = ("driver", "firmware", "cann_toolkit", "cann_kernels", "cann_nnal")  # installed, versioned files
@@ -108,6 +109,7 @@ class StackManifest:
     cann_deps: dict[str, str] = field(default_factory=dict)
     lock: LockConfig | None = None
     job_imports: tuple = ()              # dapo_ops.stack.imports.JobImport, the manifest's job_imports
+    os_packages: tuple = ()              # dapo_ops.model.os_packages.OsPackage, the manifest's os_packages
 
     def vendor_hdk(self) -> tuple[tuple[str, ...], str]:
         """(driver major.minor series the vendor pairs with the pinned CANN, where that pairing is written)."""
@@ -285,6 +287,7 @@ def parse_manifest(data: Any, source: str = "stack manifest") -> StackManifest:
         cann_deps={str(k): str(v) for k, v in (python.get("cann_deps") or {}).items()},
         lock=_parse_lock(data["lock"], sources, source) if data.get("lock") is not None else None,
         job_imports=parse_job_imports(data.get("job_imports"), set(sources), source),
+        os_packages=parse_os_packages(data.get("os_packages"), source),
     )
 
 
