@@ -14,12 +14,14 @@ from dapo_ops.inventory import RENAMED_VARS, Host, host_npus
 from dapo_ops.launch.rehearsal import backend_for
 from dapo_ops.stack.artifacts import digest_problems, read_digest_file
 from dapo_ops.stack.imports import STANDINS_VARIABLE, import_standins
+from dapo_ops.model.os_packages import SOURCES
 from dapo_ops.model.timeouts import step_timeouts
 from dapo_ops.model.values import ansible_bool
 from dapo_ops.manifest import load_manifest
 from dapo_ops.model.variables import (
     ARTIFACT_DIGEST_FILE, ARTIFACT_DIR, ARTIFACT_URL, DEVICE_GATEWAY, DEVICE_IPS, DEVICE_NETDETECT, DEVICE_NETMASK,
-    HCCL_IFNAME, HCCL_IP, HDK_DOWNGRADE, LAUNCH_TIMEOUTS, NPUS_PER_NODE, PROVISION_DURING_RUN, RAY_FIREWALL, RAY_PORTS,
+    HCCL_IFNAME, HCCL_IP, HDK_DOWNGRADE, LAUNCH_TIMEOUTS, NPUS_PER_NODE, OS_PACKAGES_DIR, OS_PACKAGES_SOURCE,
+    PROVISION_DURING_RUN, RAY_FIREWALL, RAY_PORTS,
     RAY_TLS, REBOOT_BATCH_SIZE, REHEARSAL_BACKEND, RUN_FENCE_NIC, unknown_variable)
 from dapo_ops.ray_ports import ray_ports
 
@@ -30,7 +32,8 @@ CHECKED_VARS = ("ansible_host", NPUS_PER_NODE.name, *RENAMED_VARS, *ARTIFACT_SOU
                 HCCL_IP.name, REHEARSAL_BACKEND.name, REBOOT_BATCH_SIZE.name, "hccl_network_enabled",
                 DEVICE_IPS.name, DEVICE_NETMASK.name, DEVICE_GATEWAY.name, DEVICE_NETDETECT.name,
                 STANDINS_VARIABLE, RAY_PORTS.name, LAUNCH_TIMEOUTS.name, RAY_FIREWALL.name, RUN_FENCE_NIC.name,
-                RAY_TLS.name, "stack_manifest", HDK_DOWNGRADE.name, PROVISION_DURING_RUN.name)
+                RAY_TLS.name, "stack_manifest", HDK_DOWNGRADE.name, PROVISION_DURING_RUN.name,
+                OS_PACKAGES_SOURCE.name, OS_PACKAGES_DIR.name)
 
 
 def _named_error(check, *args) -> list[str]:
@@ -78,6 +81,21 @@ def _provisioning_switches(hostvars: dict) -> list[str]:
     return problems
 
 
+def _os_packages(hostvars: dict) -> list[str]:
+    source = hostvars.get(OS_PACKAGES_SOURCE.name, "site")
+    if source not in SOURCES:
+        return [f"{OS_PACKAGES_SOURCE} is {source!r}, not one of {', '.join(SOURCES)}"]
+    directory = hostvars.get(OS_PACKAGES_DIR.name)
+    if source != "local":
+        return [f"{OS_PACKAGES_DIR} is set but {OS_PACKAGES_SOURCE} is {source} (set it to local)"] if directory else []
+    if not (isinstance(directory, str) and os.path.isabs(os.path.expanduser(directory))):
+        return [f"{OS_PACKAGES_SOURCE} local needs {OS_PACKAGES_DIR}, an absolute path on the controller "
+                f"(got {directory!r})"]
+    if not os.path.isdir(os.path.expanduser(directory)):
+        return [f"{OS_PACKAGES_DIR} {directory} is not a directory on the controller"]
+    return []
+
+
 def _positive_int(hostvars: dict, name: str) -> list[str]:
     value = hostvars.get(name)
     if value is None:
@@ -112,6 +130,7 @@ def host_problems(name: str, hostvars: dict, provisioning: bool = True, names=No
     if provisioning:
         problems += _artifact_source(hostvars) + _artifact_digests(hostvars)
         problems += _positive_int(hostvars, REBOOT_BATCH_SIZE.name) + _provisioning_switches(hostvars)
+        problems += _os_packages(hostvars)
     return [p.removeprefix(f"{name}: ") for p in problems]  # the callers name the host once
 
 

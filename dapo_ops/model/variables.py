@@ -34,8 +34,8 @@ def _declare(group: str, name: str, kind: str, default: str, doc: str, readers: 
     return variable
 
 
-NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH = (
-    "Nodes and SSH", "Vendor artifacts", "The Python stack", "HCCL network", "Preflight", "Launch")
+NODES, ARTIFACTS, OS_PACKAGES, PYTHON, NETWORK, PREFLIGHT, LAUNCH = (
+    "Nodes and SSH", "Vendor artifacts", "OS packages", "The Python stack", "HCCL network", "Preflight", "Launch")
 
 SSH_CONNECT_TIMEOUT = _declare(NODES, "dapo_ssh_connect_timeout", "seconds", "10",
                                "How long dapo-ops' own SSH connections wait to connect.",
@@ -61,6 +61,15 @@ ARTIFACT_DIGEST_FILE = _declare(ARTIFACTS, "dapo_artifact_digest_file", "absolut
                                 "The installers' sha256, in sha256sum's format, where the stack manifest has none: "
                                 "`dapo-ops stack artifacts DIR` checks the files and writes it; a file with a digest "
                                 "from neither is never installed.", "artifact; validate")
+
+OS_PACKAGES_SOURCE = _declare(OS_PACKAGES, "dapo_os_packages_source", "site | local | none", "site",
+                              "Where the OS packages the layers need and a node lacks come from: the node's own "
+                              "repositories, the directory below, or nowhere (preflight then stops such a node).",
+                              "os_packages, preflight; validate")
+OS_PACKAGES_DIR = _declare(OS_PACKAGES, "dapo_os_packages_dir", "absolute path on the controller", "none",
+                           "For `local`: a flat apt repository (.deb files and Packages) or a yum repository "
+                           "(.rpm files and repodata/), copied to the nodes (docs/os-packages.md).",
+                           "os_packages; validate")
 
 PIP_INDEX_URL = _declare(PYTHON, "dapo_pip_index_url", "URL", "PyPI",
                          "The package index the nodes' pip uses (an air-gapped site's mirror).",
@@ -161,6 +170,10 @@ def unknown_variable(name: str) -> str | None:
     return f"{name} is not a dapo-ops inventory variable ({hint})"
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")   # `hccl | gloo` inside a table cell
+
+
 def markdown() -> str:
     """docs/inventory-variables.md, generated from the declarations."""
     lines = ["# Inventory variables", "",
@@ -168,9 +181,9 @@ def markdown() -> str:
              "`dapo_ops/model/variables.py`: `python -m dapo_ops.model.variables > docs/inventory-variables.md`). "
              "`dapo-ops validate` and the `validate_inventory` play check them before anything runs; a `dapo_` name that is "
              "not one of these is refused, naming the closest one.", ""]
-    for group in (NODES, ARTIFACTS, PYTHON, NETWORK, PREFLIGHT, LAUNCH):
+    for group in (NODES, ARTIFACTS, OS_PACKAGES, PYTHON, NETWORK, PREFLIGHT, LAUNCH):
         lines += [f"## {group}", "", "| variable | type | default | what it does | read by |", "|---|---|---|---|---|"]
-        lines += [f"| `{v.name}` | {v.kind} | {v.default} | {v.doc} | {v.readers} |"
+        lines += [f"| `{v.name}` | {_cell(v.kind)} | {_cell(v.default)} | {_cell(v.doc)} | {_cell(v.readers)} |"
                   for v in VARIABLES.values() if v.group == group]
         lines.append("")
     return "\n".join(lines)

@@ -66,6 +66,15 @@ def test_a_good_host_has_no_problem():
     (with_(dapo_ray_firewall="sometimes"), "dapo_ray_firewall must be true or false (got 'sometimes')"),
     (with_(dapo_run_fence_nic=2), "dapo_run_fence_nic must be true or false (got 2)"),
     (with_(dapo_ray_tls="maybe"), "dapo_ray_tls must be true or false (got 'maybe')"),
+    (with_(dapo_os_packages_source="apt"), "dapo_os_packages_source is 'apt', not one of site, local, none"),
+    (with_(dapo_os_packages_source="local"),
+     "dapo_os_packages_source local needs dapo_os_packages_dir, an absolute path on the controller (got None)"),
+    (with_(dapo_os_packages_source="local", dapo_os_packages_dir="debs"),
+     "needs dapo_os_packages_dir, an absolute path on the controller (got 'debs')"),
+    (with_(dapo_os_packages_source="local", dapo_os_packages_dir="/nonexistent/debs"),
+     "dapo_os_packages_dir /nonexistent/debs is not a directory on the controller"),
+    (with_(dapo_os_packages_dir=tempfile.gettempdir()),
+     "dapo_os_packages_dir is set but dapo_os_packages_source is site (set it to local)"),
     (with_(dapo_pip_index="http://mirror/simple"),
      "dapo_pip_index is not a dapo-ops inventory variable (did you mean dapo_pip_index_url?)"),
     (with_(dapo_zzz=1), "dapo_zzz is not a dapo-ops inventory variable (docs/inventory-variables.md lists them)"),
@@ -74,6 +83,11 @@ def test_each_problem_names_its_variable(hostvars, needle):
     problems = host_problems("n1", hostvars)
     assert any(needle in p for p in problems), problems
     assert not any(p.startswith("n1") for p in problems)  # the role prefixes the host once
+
+
+def test_a_local_package_directory_that_exists_is_accepted(tmp_path):
+    assert host_problems("n1", with_(dapo_os_packages_source="local", dapo_os_packages_dir=str(tmp_path))) == []
+    assert host_problems("n1", with_(dapo_os_packages_source="none")) == []
 
 
 def test_the_npu_network_plan_is_checked_across_the_hosts_that_configure_it():
