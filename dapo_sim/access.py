@@ -97,6 +97,9 @@ def write_inventory(target: Path, nodes: list[NodeState], npus_per_node: int, *,
                 "dapo_import_standins": [*STANDIN_PACKAGES, *repos.STANDIN_SOURCES],
                 "ansible_python_interpreter": node.NODE_PYTHON,
                 "dapo_npus_per_node": npus_per_node,
+                # the nodes start as this machine's image and reach no package repository: preflight checks the
+                # packages are there (the tests that install OS packages give a directory of them)
+                "dapo_os_packages_source": "none",
                 "dapo_artifact_url": f"{mirror_url}/artifacts",
                 # the stand-in installers' digests, as a site records its vendor files' (the manifest has the real
                 # files', where they are known)

@@ -8,6 +8,7 @@ Layout under the mirror root (served as-is):
     stack-lock.txt                   the nodes' lock with the stand-ins' hashes (inventory: dapo_stack_lock)
     git/<name>.git                   bare repositories (smart HTTP, shallow clones work): vllm, vllm-ascend, verl
     conda/<subdir>/repodata.json     a conda channel with the pinned Python (for dapo_conda_channel)
+    os-packages/                     a flat apt repository of the OS packages the nodes lack (dapo_sim/os_repo.py)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
-from dapo_sim import artifacts, conda_channel, repos, wheels
+from dapo_sim import artifacts, conda_channel, os_repo, repos, wheels
 from dapo_sim.proc import port_open
 
 
@@ -55,6 +56,11 @@ class MirrorLayout:
         """The nodes' lock with the stand-ins' hashes (the simulated inventory's dapo_stack_lock)."""
         return self.root / "stack-lock.txt"
 
+    @property
+    def os_packages(self) -> Path:
+        """A flat apt repository of the stack's OS packages the nodes lack (for dapo_os_packages_dir)."""
+        return self.root / "os-packages"
+
 
 def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> MirrorLayout:
     """Build (or refresh) the mirror content; real wheels come from the cache, fetched on first use."""
@@ -74,6 +80,7 @@ def prepare(root: Path, cache: Path, manifest: StackManifest, log: Path) -> Mirr
     layout.lock.write_text(wheels.render_sim_lock(lock_path.read_text(), str(lock_path.name), standins))
     repos.build_repos(layout.git, manifest, verl_wheel, cache / "scratch")
     repos.write_bundles(layout.git, manifest, layout.artifacts)
+    os_repo.build(layout.os_packages, cache / "os-packages", manifest)
     return layout
 
 

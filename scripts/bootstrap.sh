@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 # g++ make cmake libnuma-dev: the build tools preflight checks on the simulated nodes (which overlay this /usr);
 # nftables: the firewall test's rules inside a node's network namespace; chromium: the report test opens
 # report.html headless and takes a screenshot; sudo: nodes brought up with `dapo-sim up --ssh-user NAME` let NAME in
-# with sudo only.
+# with sudo only; dpkg-dev: the simulator indexes its repository of the OS packages the nodes lack (dpkg-scanpackages).
 packages=(openssh-server openssh-client iproute2 util-linux git curl ca-certificates python3 python3-venv gcc g++ make
-          cmake libnuma-dev nftables net-tools shellcheck chromium sudo)
+          cmake libnuma-dev nftables net-tools shellcheck chromium sudo dpkg-dev)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -70,17 +70,22 @@ def fleet(sim, tmp_path_factory, agent_key):
     """Two A2 servers with the pinned HDK and CANN already on them (`sim up --provisioned`: a fresh install with its
     reboot is test_provision's subject), then the whole of site.yml, which finds those layers in place. The sources
     come as git bundles from the artifact mirror, with no git server reachable (issue 28: test_provision clones from
-    the git server). The nodes are reached as a site without root login reaches them (issue 28 (5)): through a jump
-    host, as a user with sudo, with a passphrase key that only ssh-agent holds open; site.yml, the launch and every
-    command of this module go that way."""
+    the git server), and the OS packages the nodes lack from a directory the controller pushes. The nodes are reached
+    as a site without root login reaches them (issue 28 (5)): through a jump host, as a user with sudo, with a
+    passphrase key that only ssh-agent holds open; site.yml, the launch and every command of this module go that
+    way."""
     sim.down()
     sim.up(FleetSpec(nodes=2, npus_per_node=8, provisioned=True, ssh_user="dapo", bastion=True,
                      ssh_key=str(agent_key)))
     no_git_server = tmp_path_factory.mktemp("inv") / "bundles.yml"
     no_git_server.write_text("all:\n  vars:\n    dapo_git_bundles: true\n"
-                             "    dapo_git_base_url: http://127.0.0.1:9/no-git-server\n")
+                             "    dapo_git_base_url: http://127.0.0.1:9/no-git-server\n"
+                             "    dapo_os_packages_source: local\n"
+                             f"    dapo_os_packages_dir: {sim.mirror_root / 'os-packages'}\n")
     rc, output, _ = playbook(extra_inventory=no_git_server)
     assert rc == 0, output[-3000:]
+    # the OS packages the nodes lacked, from the directory the controller pushed (test_os_packages has the details)
+    assert sh(hosts()["node2"], "dpkg-query -W -f '${db:Status-Status}' dkms").stdout == "installed"
     origins = sh(hosts()["node2"], "for d in /opt/dapo-ops/src/*/; do git -C $d remote get-url origin; done").stdout
     assert sorted(origins.split()) == sorted(
         "file:///var/cache/dapo-ops/artifacts/" + bundle_name(s.repo, s.ref).removesuffix(".bundle") + ".git"

@@ -109,17 +109,21 @@ def test_missing_build_tools_libnuma_and_a_blocking_firewall_in_one_message(flee
                 "Ray dashboard_agent_grpc 6382; HCCL if_base 60000-60031") in line
         assert report("node2")["problems"] and report("node1")["ok"]
 
-        # the same firewall as a warning: the host passes and the message is still shown
+        # the same firewall as a warning, and the missing packages to be installed by the os_packages role that
+        # follows (dapo_os_packages_source site): the host passes and the messages are still shown
         extra = tmp_path / "warn.yml"
         extra.write_text("all:\n  hosts:\n    node2:\n      preflight_firewall_blocking: warning\n"
-                         "      dapo_hccl_ports: {if_base: 60000-60031, host_socket: 61000-61050}\n")
-        sh(node2, "umount /usr/include && umount /usr/bin/g++")
+                         "      dapo_hccl_ports: {if_base: 60000-60031, host_socket: 61000-61050}\n"
+                         "      dapo_os_packages_source: site\n")
         rc, output, recap = playbook("--tags", "preflight", extra_inventory=extra)
         flat = " ".join(output.split())
         assert rc == 0, output[-3000:]
         assert "preflight warning on node2: firewall: nftables inet filter" in flat
         assert "HCCL if_base 60000-60031; HCCL host_socket 61000-61050" in flat
+        assert ("the os_packages role installs what is missing: missing build tools (vLLM, vllm-ascend and verl are "
+                "built on the node): g++ (install g++)") in flat
         assert report("node2")["ok"] and report("node2")["warnings"]
+        sh(node2, "umount /usr/include && umount /usr/bin/g++")
 
         # a bad port map is refused before anything is read
         extra.write_text("all:\n  vars:\n    dapo_ray_ports: {gcs: 6379, workers: 19999-10002}\n")
