@@ -92,7 +92,9 @@ def test_a_pushed_directory_installs_what_the_node_lacks_in_the_node_only_and_on
         fleet, sim, wanted, tmp_path):
     """node1 from the mirror's repository, node2 from a copy without one dependency, in one run."""
     node1, node2 = fleet["node1"], fleet["node2"]
-    sources = "md5sum /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null; true"
+    # the node's apt sources, lists and caches (apt reads the pushed directory with state of its own)
+    sources = ("md5sum /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null; "
+               "ls -l --time-style=full-iso /var/lib/apt/lists /var/cache/apt 2>&1; true")
     before = sh(node1, sources).stdout
     dependency = without_a_dependency(sim.mirror_root / "os-packages", tmp_path / "incomplete")
     rc, output, recap = playbook("--tags", "os_packages", extra_inventory=inventory(
@@ -100,7 +102,7 @@ def test_a_pushed_directory_installs_what_the_node_lacks_in_the_node_only_and_on
     flat = " ".join(output.split())
     assert rc != 0 and recap["node1"]["failed"] == 0 and recap["node1"]["changed"] >= 1, output[-3000:]
     assert installed(node1, wanted) == set(wanted)
-    assert sh(node1, sources).stdout == before                   # the node's own apt sources untouched
+    assert sh(node1, sources).stdout == before
     on_controller = subprocess.run(["dpkg-query", "-W", "-f", "${db:Status-Status}", "dkms"], capture_output=True,
                                    text=True)
     assert on_controller.stdout != "installed" and not Path("/usr/sbin/dkms").exists()   # the node's /usr only
