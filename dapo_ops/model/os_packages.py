@@ -14,7 +14,7 @@ from dapo_ops.errors import ManifestError, ParseError
 
 FORMATS = ("deb", "rpm")             # dpkg-based (Ubuntu, Debian) and rpm-based (openEuler, Kylin, EulerOS, EL)
 LAYERS = ("hdk", "build", "launch")
-SOURCES = ("site", "local", "none")  # dapo_os_packages_source: the node's repositories, a pushed directory, nothing
+SOURCES = ("site", "local", "none")  # where they come from: the node's repositories, a pushed directory, nothing
 DEB_LIKE = {"debian", "ubuntu"}
 # `dpkg-query -W -f '${Package}\t${db:Status-Status}\n'`: one line per package dpkg knows, installed or not
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Status}\n"]
