@@ -22,8 +22,9 @@ def tracked(*paths: str) -> list[Path]:
 
 
 def ansible_names() -> set[str]:
-    """Filters (filter_plugins) and modules (library) spelled dapo_*: Ansible's names, not variables."""
-    names = {p.stem for p in (PROJECT_ROOT / "library").glob("*.py")}
+    """Filters (filter_plugins), lookups (lookup_plugins) and modules (library) spelled dapo_*: Ansible's names,
+    not variables."""
+    names = {p.stem for directory in ("library", "lookup_plugins") for p in (PROJECT_ROOT / directory).glob("*.py")}
     for path in (PROJECT_ROOT / "filter_plugins").glob("*.py"):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
