@@ -43,3 +43,13 @@ def test_the_role_refuses_an_unknown_dapo_variable_naming_the_closest(tmp_path):
     assert ("n1: dapo_pip_index is not a dapo-ops inventory variable (did you mean dapo_pip_index_url?)"
             in bad.stdout), bad.stdout[-2000:]
     assert "LATER-LAYER-RAN" not in bad.stdout
+
+
+def test_an_inventory_without_npu_nodes_says_how_to_give_one(tmp_path):
+    """The product names the way in, not the simulator (issue 28 (8))."""
+    empty = run_playbook(tmp_path, {})
+    assert empty.returncode != 0
+    flat = " ".join(empty.stdout.split())
+    assert ("the inventory has no hosts in group npu_nodes: pass -i inventory/<cluster> or set ANSIBLE_INVENTORY "
+            "(inventory/example shows one; docs/real-cluster.md, step 3)") in flat, empty.stdout[-2000:]
+    assert "dapo-sim" not in empty.stdout and "LATER-LAYER-RAN" not in empty.stdout
