@@ -76,6 +76,21 @@ def test_check_mode_says_what_it_would_install_and_installs_nothing(fleet, sim, 
         assert installed(fleet[name], wanted) == set()
 
 
+def test_a_directory_without_an_index_stops_the_node_before_anything_is_copied(fleet, sim, wanted, tmp_path):
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    for deb in (sim.mirror_root / "os-packages").glob("*.deb"):
+        (debs / deb.name).write_bytes(deb.read_bytes())
+    rc, output, recap = playbook("--tags", "os_packages", "--limit", "node1",
+                                 extra_inventory=inventory(tmp_path, {"node1": local(debs)}))
+    flat = " ".join(output.split())
+    assert rc != 0 and recap["node1"]["failed"] == 1, output[-3000:]
+    assert (f"dapo_os_packages_dir {debs} is not a deb repository directory: it needs {debs}/Packages or "
+            f"{debs}/Packages.gz (dpkg-scanpackages . > Packages writes it; docs/os-packages.md)") in flat
+    assert sh(fleet["node1"], "test -e /var/lib/dapo-ops/os-packages", ok=False).exit_code != 0
+    assert installed(fleet["node1"], wanted) == set()
+
+
 def without_a_dependency(repository: Path, target: Path) -> str:
     """A copy of the repository without one of the packages the wanted ones depend on; its name."""
     shutil.copytree(repository, target)
