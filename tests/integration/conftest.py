@@ -12,6 +12,7 @@ import pytest
 
 from dapo_sim.fleet import SIM_INVENTORY_DIR, SimFleet
 
+from .cpu_usage import Meter
 from .groups import SITE_FLEET_MODULES
 
 pytestmark = pytest.mark.sim
@@ -52,6 +53,38 @@ def pytest_collection_modifyitems(config, items):
                 if os.environ.get("DAPO_OPS_REQUIRE_SIM") == "1":
                     raise pytest.UsageError(f"DAPO_OPS_REQUIRE_SIM=1 but the simulated fleet {reason}")
                 item.add_marker(pytest.mark.skip(reason=f"simulated fleet {reason}"))
+
+
+CPU = Meter()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    before = CPU.seconds()
+    yield
+    CPU.record(before, "setup", item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = CPU.seconds()
+    yield
+    CPU.record(before, "call", item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    before = CPU.seconds()
+    yield
+    CPU.record(before, "teardown", item.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    lines = CPU.summary()
+    if lines:
+        terminalreporter.write_sep("=", "costliest by CPU (the group's processes, on the nodes too)")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,8 @@ from pathlib import Path
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_sim.fleet import DEFAULT_STATE_DIR, SIM_INVENTORY_DIR
 
+from . import cpu_usage
+
 HERE = Path(__file__).parent
 # The groups' own directories, inside the simulator's state directory, which every node sees empty
 # (dapo_sim/node.py init_script's `hide`): a node of one group never sees another group's disks, nor its own.
@@ -50,6 +52,10 @@ AFTER_SITE_FLEET = ("test_sim_lifecycle.py", "test_sim_mirror.py", "test_upstrea
 # (where `ip netns add` names namespaces) and /sys (this network namespace's devices), then the bind mounts. The
 # paths come from the environment: the simulator's tests look for its state directory in every command line.
 SETUP = """set -euo pipefail
+if [ -n "${GROUP_CPU_USAGE:-}" ]; then   # the group's CPU time, read by its conftest (cpu_usage.py)
+  exec 9<"$GROUP_CPU_USAGE"
+  export DAPO_CI_CPU_FD=9
+fi
 ip link set lo up
 umount --recursive --lazy /run/netns 2>/dev/null || true   # this mount namespace's copy of the host's named ones
 mount -t tmpfs tmpfs /run/netns
@@ -112,6 +118,12 @@ def environment(name: str) -> dict[str, str]:
     return env
 
 
+def _join(procs_file: str) -> None:
+    """In the group's child before it runs unshare: into the group's cgroup, with whatever it starts."""
+    with open(procs_file, "w") as procs:
+        procs.write("0")
+
+
 class Group:
     """One group's pytest, started in its namespaces; `unshare --kill-child=KILL` ends the group's PID namespace
     (every process it started) when unshare itself ends, whatever ended it."""
@@ -121,15 +133,24 @@ class Group:
         self.dir, self.log = WORK / name, WORK / f"{name}.log"
         self.started = time.monotonic()
         self.seconds = 0.0
+        self.cpu_seconds: float | None = None
+        self.cgroup = cpu_usage.make_cgroup(name)
+        env = environment(name)
+        if self.cgroup:
+            env["GROUP_CPU_USAGE"] = str(self.cgroup[1])
+        join = self.cgroup and str(self.cgroup[0])
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(command(modules, pytest_args), cwd=PROJECT_ROOT, env=environment(name),
+            self.proc = subprocess.Popen(command(modules, pytest_args), cwd=PROJECT_ROOT, env=env,
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=(lambda: _join(join)) if join else None)
 
     def poll(self) -> int | None:
         rc = self.proc.poll()
         if rc is not None and not self.seconds:
             self.seconds = time.monotonic() - self.started
+            if self.cgroup:
+                self.cpu_seconds = cpu_usage.read_seconds(self.cgroup[1])
+                cpu_usage.remove_cgroup(self.cgroup[1])
         return rc
 
     def stop(self) -> None:
@@ -200,7 +221,8 @@ def run(chosen: dict[str, list[str]], pytest_args: list[str], timeout: float) ->
         for group in started:
             group.stop()
     for group in started:
-        print(f"integration: group {group.name} took {group.seconds:.0f} s (exit {group.proc.returncode})")
+        cpu = f", {group.cpu_seconds:.0f} CPU-s" if group.cpu_seconds is not None else ""
+        print(f"integration: group {group.name} took {group.seconds:.0f} s{cpu} (exit {group.proc.returncode})")
     print(f"integration: {total.get('passed', 0)} passed, {total.get('failed', 0) + total.get('error', 0)} failed")
     return started
 
