@@ -46,7 +46,7 @@ RUNS = PROJECT_ROOT / "runs"
 # no other module's bring-up comes between them: test_provision first (it asserts on the first run), then test_launch.
 SITE_FLEET_MODULES = ("test_provision.py", "test_launch.py")
 # The light modules that run after them in their group, which takes about as long as the other group then.
-AFTER_SITE_FLEET = ("test_sim_lifecycle.py", "test_sim_mirror.py", "test_upstream_fidelity.py", "test_sim_faults.py",
+AFTER_SITE_FLEET = ("test_sim_lifecycle.py", "test_upstream_fidelity.py", "test_sim_faults.py",
                     "test_sim_fleet.py", "test_audit.py")
 # Run as PID 1 of the group's namespaces, by bash (which reaps what it did not start): the group's own /run/netns
 # (where `ip netns add` names namespaces) and /sys (this network namespace's devices), then the bind mounts. The
