@@ -20,19 +20,34 @@ FD_VARIABLE = "DAPO_CI_CPU_FD"
 
 
 def make_cgroup(name: str) -> tuple[Path, Path] | None:
-    """(the file a process writes "0" into to join, the usage file) of a new cgroup; None where there is none."""
+    """(the file a process writes "0" into to join, the usage file) of a new cgroup, named after the group and this
+    process (a cgroup keeps the usage of every process that ever ran in it); None where there is none. Empty ones
+    an earlier run left (it was killed before it removed them) go first."""
     candidates = [(V1_ROOT, "cgroup.procs", "cpuacct.usage"), (V2_ROOT, "cgroup.procs", "cpu.stat")]
     for root, procs, usage in candidates:
         if not (root / usage).exists() and not (root / "cgroup.controllers").exists():
             continue
-        group = root / f"dapo-ci-{name}"
+        for stale in root.glob(f"dapo-ci-{name}-*"):
+            remove_cgroup(stale / usage)
+        group = root / f"dapo-ci-{name}-{os.getpid()}"
         try:
-            group.mkdir(exist_ok=True)
+            group.mkdir()
         except OSError:
             continue
         if (group / usage).exists():
             return group / procs, group / usage
+        remove_cgroup(group / usage)
     return None
+
+
+def join_cgroup(procs_file: str) -> None:
+    """In a child before it execs: into the cgroup, with whatever it starts. Where the kernel refuses, the child
+    runs outside it and the group's counts stay at zero, which nothing prints."""
+    try:
+        with open(procs_file, "w") as procs:
+            procs.write("0")
+    except OSError:
+        pass
 
 
 def remove_cgroup(usage_file: Path) -> None:
@@ -50,8 +65,11 @@ def parse_usage(text: str) -> float:
     return int(text.split()[0]) / 1e9
 
 
-def read_seconds(usage_file: Path) -> float:
-    return parse_usage(usage_file.read_text())
+def read_seconds(usage_file: Path) -> float | None:
+    try:
+        return parse_usage(usage_file.read_text()) or None
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class Meter:
@@ -77,9 +95,9 @@ class Meter:
             self.costs.append((after - before, phase, nodeid))
 
     def summary(self, count: int = 40) -> list[str]:
-        if not self.costs:
-            return []
         total = sum(cost for cost, _, _ in self.costs)
+        if not total:
+            return []
         lines = [f"{cost:.2f} CPU-s {phase:<8} {nodeid}" for cost, phase, nodeid in
                  sorted(self.costs, reverse=True)[:count]]
         return lines + [f"{total:.0f} CPU-s in the tests' phases"]

@@ -118,12 +118,6 @@ def environment(name: str) -> dict[str, str]:
     return env
 
 
-def _join(procs_file: str) -> None:
-    """In the group's child before it runs unshare: into the group's cgroup, with whatever it starts."""
-    with open(procs_file, "w") as procs:
-        procs.write("0")
-
-
 class Group:
     """One group's pytest, started in its namespaces; `unshare --kill-child=KILL` ends the group's PID namespace
     (every process it started) when unshare itself ends, whatever ended it."""
@@ -138,11 +132,11 @@ class Group:
         env = environment(name)
         if self.cgroup:
             env["GROUP_CPU_USAGE"] = str(self.cgroup[1])
-        join = self.cgroup and str(self.cgroup[0])
+        join = (lambda: cpu_usage.join_cgroup(str(self.cgroup[0]))) if self.cgroup else None
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(command(modules, pytest_args), cwd=PROJECT_ROOT, env=env,
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=(lambda: _join(join)) if join else None)
+                                         start_new_session=True, preexec_fn=join)
 
     def poll(self) -> int | None:
         rc = self.proc.poll()
