@@ -95,6 +95,21 @@ def host_memory_estimate(spec: JobSpec, rollout_sleeps: bool = True) -> dict[str
     return {"host_mem_gib": max(steady, parts["host_model_load_gib"]), **parts}
 
 
+CHECKPOINT_KEYS = ("checkpoint_node_gib", "checkpoint_rank_gib")
+
+
+def checkpoint_estimate(spec: JobSpec) -> dict[str, float]:
+    """The disk one saved step takes, in GiB, per rank and on each node. verl's FSDP checkpoint manager
+    (verl/utils/checkpoint/fsdp_checkpoint_manager.py, save_checkpoint) has every rank write, under
+    global_step_N/actor/ on its own node, its shard of the fp32 actor (model_world_size_W_rank_R.pt: 4P/W bytes) and
+    its AdamW state (optim_world_size_W_rank_R.pt: exp_avg and exp_avg_sq in fp32, 8P/W), `save_contents` being
+    [model, optimizer, extra] by default (verl/trainer/config/actor/actor.yaml). The extra state (learning-rate
+    scheduler, RNG), rank 0's huggingface/ config and the driver's data.pt are far smaller and left out."""
+    world, ranks = world_size(spec), spec.cluster.npus_per_node or 0
+    rank = 12 * spec.model.architecture.parameters_b * 1e9 / world
+    return {"checkpoint_node_gib": ranks * rank / GIB, "checkpoint_rank_gib": rank / GIB}
+
+
 def host_need_gib(spec: JobSpec, npus_per_node: int) -> float:
     """The host memory per node of a spec not yet placed (preflight: the spec's node count, the inventory's NPUs
     per node), with verl's sleep mode unless an extra override turns it off (validate composes the real value)."""

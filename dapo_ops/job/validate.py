@@ -12,7 +12,8 @@ from packaging.version import Version
 
 from dapo_ops.job.composed import Folded, fold, read
 from dapo_ops.job.compose import ConfigSources, compose
-from dapo_ops.job.memory import (HBM_KEYS, HOST_KEYS, hbm_estimate, hbm_problems, host_memory_estimate, safe)
+from dapo_ops.job.memory import (CHECKPOINT_KEYS, HBM_KEYS, HOST_KEYS, checkpoint_estimate, hbm_estimate,
+                                 hbm_problems, host_memory_estimate, safe)
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.npu_env import env_problems
 from dapo_ops.job.overrides import extra_override_problems, overrides
@@ -32,6 +33,7 @@ class Validation:
     warnings: list[str] = field(default_factory=list)
     hbm: dict[str, float] = field(default_factory=dict)
     host: dict[str, float] = field(default_factory=dict)     # host memory per node (GiB)
+    checkpoint: dict[str, float] = field(default_factory=dict)   # disk per saved step (GiB)
     composed: dict | None = None
 
 
@@ -179,6 +181,7 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources,
     result.hbm = safe(hbm_estimate, HBM_KEYS, checked, int(manifest.platform["hbm_mb"]))
     sleeps = bool(read(result.composed, "actor_rollout_ref.rollout.enable_sleep_mode", True))
     result.host = safe(host_memory_estimate, HOST_KEYS, checked, sleeps)
+    result.checkpoint = safe(checkpoint_estimate, CHECKPOINT_KEYS, checked)
     hbm_errors, hbm_warnings = hbm_problems(result.hbm, checked)
     result.errors += hbm_errors
     result.warnings += facts.warnings + hbm_warnings

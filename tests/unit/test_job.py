@@ -52,6 +52,11 @@ def test_seed_job_validates_clean():
     report = json.loads(result.stdout)
     assert report["errors"] == [] and report["warnings"] == []
     assert 0 < report["hbm"]["actor_update_gib"] < 64 and report["hbm"]["rollout_full_sequences"] >= 1
+    assert report["checkpoint"]["checkpoint_node_gib"] > 0
+    said = cli("validate", str(SEED), "-i", str(INVENTORY))
+    # the shipped job keeps verl's save_freq -1, which saves nothing at all (recipe/dapo/dapo_ray_trainer.py fit)
+    assert "GiB per saved step" in said.stderr + said.stdout
+    assert "trainer.save_freq -1: verl saves no checkpoint, not even at the last step" in said.stderr + said.stdout
 
 
 def test_seed_overrides_use_the_pinned_verl_keys():

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 import yaml
 
-from dapo_ops.job.memory import GIB, hbm_estimate, hbm_problems, host_memory_estimate, host_memory_problems
+from dapo_ops.job.memory import (GIB, checkpoint_estimate, hbm_estimate, hbm_problems, host_memory_estimate,
+                                 host_memory_problems)
 from dapo_ops.job.model_facts import model_facts, with_facts
 from dapo_ops.job.spec import parse_spec
 from dapo_ops.paths import PROJECT_ROOT
@@ -74,6 +75,18 @@ def test_host_memory_per_node_counts_offloaded_states_and_vllms_sleeping_weights
     kept = host_memory_estimate(placed(8, actor={"param_offload": False, "optimizer_offload": False,
                                                   "ref_param_offload": False}), rollout_sleeps=False)
     assert kept["host_mem_gib"] == kept["host_model_load_gib"]     # nothing offloaded: the start-up load is the peak
+
+
+@pytest.mark.parametrize("npus, world, node_gib", [(8, W16, 170), (16, W32, 170)])
+def test_a_saved_step_holds_each_rank_s_fp32_shard_and_adamw_state_on_its_node(npus, world, node_gib):
+    """12 P/W bytes a rank (4 for the fp32 parameters, 8 for AdamW's m and v): the same 170 GiB a node whatever the
+    node size, since the node holds 1/nodes of the model."""
+    est = checkpoint_estimate(placed(npus))
+    assert est["checkpoint_rank_gib"] == pytest.approx(12 * P / world / GIB)
+    assert est["checkpoint_node_gib"] == pytest.approx(npus * 12 * P / world / GIB)
+    assert round(est["checkpoint_node_gib"]) == node_gib
+    assert est["checkpoint_node_gib"] == pytest.approx(host_memory_estimate(placed(npus))["host_actor_params_gib"]
+                                                       + host_memory_estimate(placed(npus))["host_actor_optimizer_gib"])
 
 
 def test_a_node_short_of_host_memory_is_refused_by_name_and_one_near_it_warned_about():

@@ -177,7 +177,8 @@ def test_each_mistake_is_one_line_naming_the_key(tmp_path, label, change, messag
     failed = [line for line in result.stderr.splitlines() if line.startswith("dapo-ops:")]
     assert len(failed) == 1 and message in failed[0], result.stderr
     others = [line for line in result.stderr.splitlines() if line not in failed]
-    assert all(line.startswith(("HBM per NPU", "host memory per node", "warning:")) for line in others), others
+    assert all(line.startswith(("HBM per NPU", "host memory per node", "checkpoint per node", "warning:"))
+               for line in others), others
     assert "Traceback" not in result.stderr and message in report["errors"][0]   # --json lists the problems
     assert all("\n" not in error for error in report["errors"])
 
