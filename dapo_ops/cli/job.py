@@ -128,11 +128,12 @@ def validate(job_file: Path, inventory: Path | None, verl_checkout: Path | None,
              f"{host['host_actor_params_gib']:.0f}, Adam states {host['host_actor_optimizer_gib']:.0f}, reference "
              f"{host['host_reference_params_gib']:.0f}, vLLM's sleeping weights {host['host_rollout_weights_gib']:.0f}, "
              f"processes {host['host_runtime_gib']:.0f}; start-up model load {host['host_model_load_gib']:.0f})")
-    checkpoint, save_freq = result.checkpoint, spec.trainer.save_freq
+    checkpoint, saving = result.checkpoint, result.saving
     out.info(f"checkpoint per node (estimate): {checkpoint['checkpoint_node_gib']:.0f} GiB per saved step (each "
-             f"rank's fp32 actor shard and AdamW state, {checkpoint['checkpoint_rank_gib']:.1f} GiB); "
-             + (f"trainer.save_freq {save_freq}" if save_freq > 0 else
-                f"trainer.save_freq {save_freq}: verl saves no checkpoint, not even at the last step"))
+             f"rank's fp32 actor shard and AdamW state, {checkpoint['checkpoint_rank_gib']:.1f} GiB)"
+             + (f"; {saving.describe()}" if saving else ""))
+    if saving:
+        checkpoint = {**checkpoint, **saving.as_json()}
     for warning in result.warnings:
         out.warning(warning)
     out.document({"job": spec.name, "nodes": spec.cluster.nodes, "npus_per_node": spec.cluster.npus_per_node,

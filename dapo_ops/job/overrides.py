@@ -6,6 +6,7 @@ import re
 
 from packaging.version import Version
 
+from dapo_ops.job.checkpoints import CheckpointRun, policy, run_pairs
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.manifest import StackManifest
 
@@ -36,13 +37,6 @@ def hydra_value(value) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def checkpoint_dir(spec: JobSpec) -> str:
-    """trainer.default_local_dir: verl's default is relative (checkpoints/<project>/<experiment>), i.e. inside the
-    verl checkout of whichever node writes; an absolute path per job instead."""
-    t = spec.trainer
-    return f"{t.checkpoint_dir}/{t.project_name}/{t.experiment_name}"
-
-
 def reward_overrides(spec: JobSpec, verl_version: str, reward_keys_moved_in: str) -> list[tuple[str, object]]:
     """verl moved the reward settings to `reward.*` (docs/verl-dapo.md §3.1); the manifest says when."""
     buffer = spec.algorithm.overlong_buffer
@@ -58,10 +52,12 @@ def reward_overrides(spec: JobSpec, verl_version: str, reward_keys_moved_in: str
             ("reward_model.overlong_buffer.penalty_factor", buffer.penalty_factor)]
 
 
-def override_pairs(spec: JobSpec, verl_version: str, rules: dict) -> list[tuple[str, object]]:
+def override_pairs(spec: JobSpec, verl_version: str, rules: dict,
+                   run: CheckpointRun | None = None) -> list[tuple[str, object]]:
     d, a, act, r, t = spec.data, spec.algorithm, spec.actor, spec.rollout, spec.trainer
     seq = d.max_prompt_length + d.max_response_length
     ar = "actor_rollout_ref"
+    saving = policy(spec)
     return [
         ("data.train_files", d.train_files), ("data.val_files", d.val_files), ("data.prompt_key", d.prompt_key),
         ("data.truncation", d.truncation), ("data.max_prompt_length", d.max_prompt_length),
@@ -113,17 +109,19 @@ def override_pairs(spec: JobSpec, verl_version: str, rules: dict) -> list[tuple[
         ("trainer.logger", list(t.loggers)), ("trainer.project_name", t.project_name),
         ("trainer.experiment_name", t.experiment_name), ("trainer.n_gpus_per_node", spec.cluster.npus_per_node),
         ("trainer.nnodes", spec.cluster.nodes), ("trainer.val_before_train", t.val_before_train),
-        ("trainer.test_freq", t.test_freq), ("trainer.save_freq", t.save_freq),
+        ("trainer.test_freq", t.test_freq), ("trainer.save_freq", saving.save_freq),
+        ("trainer.max_actor_ckpt_to_keep", saving.keep),
         ("trainer.total_epochs", t.total_epochs), ("trainer.device", "npu"),
-        ("trainer.default_local_dir", checkpoint_dir(spec)),
+        *run_pairs(spec, run),
     ]
 
 
-def overrides(spec: JobSpec, manifest: StackManifest, verl_version: str | None = None) -> list[str]:
+def overrides(spec: JobSpec, manifest: StackManifest, verl_version: str | None = None,
+              run: CheckpointRun | None = None) -> list[str]:
     """Every override as `key=value` for the pinned verl (or `verl_version`), then the spec's extra raw overrides
-    (which win, as the last ones do)."""
+    (which win, as the last ones do). `run`: a launched attempt's checkpoint chain and resume step."""
     verl = manifest.source("verl")
-    pairs = override_pairs(spec, verl_version or verl.version, verl.extra["rules"])
+    pairs = override_pairs(spec, verl_version or verl.version, verl.extra["rules"], run)
     return [f"{key}={hydra_value(value)}" for key, value in pairs] + list(spec.extra_overrides)
 
 

@@ -19,7 +19,8 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.nic import hccl_nic
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.job.npu_env import task_queue_enable
-from dapo_ops.job.overrides import checkpoint_dir, overrides
+from dapo_ops.job.checkpoints import CheckpointRun, checkpoint_root
+from dapo_ops.job.overrides import overrides
 from dapo_ops.job.ray_tls import CA_NAME, CERT_NAME, KEY_NAME, TLS_VAR, tls_wanted
 from dapo_ops.job.secrets import runtime_env_paths
 from dapo_ops.job.spec import JobSpec
@@ -146,22 +147,23 @@ class JobPaths:
         return sorted({str(PurePosixPath(self.file_logger).parent), self.tensorboard, self.checkpoints})
 
 
-def job_paths(spec: JobSpec, attempt: str | None = None) -> JobPaths:
+def job_paths(spec: JobSpec, attempt: str | None = None, chain: str | None = None) -> JobPaths:
     """verl's FileLogger (v0.7.0 verl/utils/tracking.py) opens VERL_FILE_LOGGER_PATH with "w" and creates no
     directory: each attempt (a launch's run id) gets its own file, so a resume does not truncate the last one's."""
     t = spec.trainer
     base = f"{t.log_dir}/{t.project_name}/{t.experiment_name}"
     return JobPaths(file_logger=f"{base}/metrics-{attempt or 'render'}.jsonl", tensorboard=f"{base}/tensorboard",
-                    checkpoints=checkpoint_dir(spec))
+                    checkpoints=checkpoint_root(spec, chain))
 
 
-def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, attempt: str | None = None) -> dict[str, str]:
+def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, attempt: str | None = None,
+           checkpoints: CheckpointRun | None = None) -> dict[str, str]:
     """Relative path -> file content. Per node: nodes/<host>/{env.sh,ray-start.sh}; the head also gets
     submit.sh and runtime_env.yaml; overrides.txt lists the Hydra overrides, one per line. `spec` is placed
-    (placement.place); `attempt` names this launch attempt's metrics file."""
+    (placement.place); `attempt` names this launch attempt's metrics file, `checkpoints` its checkpoint chain."""
     env = environment()
     head = nodes[0]
-    paths = job_paths(spec, attempt)
+    paths = job_paths(spec, attempt, checkpoints.chain if checkpoints else None)
     ports = ray_ports(head.ray_ports, gcs=spec.cluster.ray_port, dashboard=spec.cluster.dashboard_port)
     common = {
         "job": spec, "head": head,
@@ -198,7 +200,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
             files[f"{base}/submit.sh"] = env.get_template("submit.sh.j2").render(ctx)
             files[f"{base}/entrypoint.sh"] = env.get_template("entrypoint.sh.j2").render(
                 ctx, verl_dir=head.verl_dir, python=head.python,
-                overrides=overrides(spec, manifest))
+                overrides=overrides(spec, manifest, run=checkpoints))
             runtime_vars = {"VLLM_USE_V1": spec.env.vllm_use_v1, "VLLM_ASCEND_ENABLE_NZ": spec.env.vllm_ascend_enable_nz,
                             "HYDRA_FULL_ERROR": 1, "VERL_FILE_LOGGER_PATH": paths.file_logger,
                             "TENSORBOARD_DIR": paths.tensorboard}
@@ -206,7 +208,7 @@ def render(spec: JobSpec, nodes: list[RenderNode], manifest: StackManifest, atte
             runtime_vars.update(runtime_env_paths(spec, node_dir(attempt or "render")))
             files[f"{base}/runtime_env.yaml"] = env.get_template("runtime_env.yaml.j2").render(
                 ctx, runtime_env_vars=runtime_vars)
-    files["overrides.txt"] = "\n".join(overrides(spec, manifest)) + "\n"
+    files["overrides.txt"] = "\n".join(overrides(spec, manifest, run=checkpoints)) + "\n"
     prove_scripts(files)
     return files
 

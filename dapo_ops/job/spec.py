@@ -128,7 +128,11 @@ class Trainer:
     loggers: tuple[str, ...] = ("console", "file")
     total_epochs: int = 1
     test_freq: int = 5
-    save_freq: int = -1
+    # the checkpoint policy (dapo_ops/job/checkpoints.py): every save_freq steps (verl's own key; -1 saves none), or
+    # every save_every_minutes of training turned into steps with the step time estimate (60 when neither is given)
+    save_freq: int | None = None
+    save_every_minutes: float | None = None
+    keep_checkpoints: int = 2              # trainer.max_actor_ckpt_to_keep: verl prunes older steps before a save
     val_before_train: bool = False
     log_dir: str = "/var/log/dapo-ops/jobs"   # on every node: the file logger's JSONL and tensorboard
     checkpoint_dir: str = "/var/lib/dapo-ops/checkpoints"  # on every node: trainer.default_local_dir's root

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from dapo_ops.job.checkpoints import CheckpointPolicy, policy
 from dapo_ops.job.composed import Folded, fold, read
 from dapo_ops.job.compose import ConfigSources, compose
 from dapo_ops.job.memory import (CHECKPOINT_KEYS, HBM_KEYS, HOST_KEYS, checkpoint_estimate, hbm_estimate,
@@ -34,6 +35,7 @@ class Validation:
     hbm: dict[str, float] = field(default_factory=dict)
     host: dict[str, float] = field(default_factory=dict)     # host memory per node (GiB)
     checkpoint: dict[str, float] = field(default_factory=dict)   # disk per saved step (GiB)
+    saving: CheckpointPolicy | None = None                       # what verl will read (None: the spec's is invalid)
     composed: dict | None = None
 
 
@@ -160,6 +162,20 @@ def arithmetic(spec: JobSpec, manifest: StackManifest, names: dict[str, str] | N
             + _pinned_verl(spec, manifest, n) + missing_secrets(spec))
 
 
+def saving_as_composed(spec: JobSpec, composed: dict | None) -> CheckpointPolicy | None:
+    """The spec's checkpoint policy with the step count and the number kept that verl will read (an extra override
+    may change them)."""
+    try:
+        saving = policy(spec)
+    except SpecError:
+        return None
+    save_freq = read(composed, "trainer.save_freq", saving.save_freq)
+    keep = read(composed, "trainer.max_actor_ckpt_to_keep", saving.keep)
+    if (save_freq, keep) == (saving.save_freq, saving.keep) or not isinstance(save_freq, int):
+        return saving
+    return CheckpointPolicy(save_freq, keep if isinstance(keep, int) else saving.keep, None, None)
+
+
 def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources,
              model_config: Path | None = None) -> Validation:
     """Every check on a job placed on the inventory (placement.place), on the values verl will read: the composed
@@ -182,6 +198,7 @@ def validate(spec: JobSpec, manifest: StackManifest, sources: ConfigSources,
     sleeps = bool(read(result.composed, "actor_rollout_ref.rollout.enable_sleep_mode", True))
     result.host = safe(host_memory_estimate, HOST_KEYS, checked, sleeps)
     result.checkpoint = safe(checkpoint_estimate, CHECKPOINT_KEYS, checked)
+    result.saving = saving_as_composed(spec, result.composed)
     hbm_errors, hbm_warnings = hbm_problems(result.hbm, checked)
     result.errors += hbm_errors
     result.warnings += facts.warnings + hbm_warnings

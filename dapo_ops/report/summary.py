@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from dapo_ops.model.seed import SEED_NPUS, SEED_STEP_TIME_S, SEED_TOKENS_PER_S, SEED_TOKENS_PER_S_PER_NPU
 from dapo_ops.report.steps import STEP_TIME, RunMetrics
 
 TOKENS = "perf/total_num_tokens"
@@ -32,8 +33,8 @@ TRACKED = {
 }
 EXPECTED = (STEP_TIME, TOKENS, THROUGHPUT, *(f"timing_s/{part}" for part in SPLIT), *TRACKED.values())
 VALIDATION_PREFIX = "val-core/"
-# The seed's blog post (shared/seed): "在两机32卡的配置下": one step 1.2 s, 12,800 tokens/s, 2 nodes with 32 NPUs.
-SEED = {"name": "seed", "step_time_s": 1.2, "tokens_per_s": 12800.0, "npus": 32, "tokens_per_s_per_npu": 400.0}
+SEED = {"name": "seed", "step_time_s": SEED_STEP_TIME_S, "tokens_per_s": SEED_TOKENS_PER_S, "npus": SEED_NPUS,
+        "tokens_per_s_per_npu": SEED_TOKENS_PER_S_PER_NPU}
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

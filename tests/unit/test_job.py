@@ -53,14 +53,24 @@ def test_seed_job_validates_clean():
     assert report["errors"] == [] and report["warnings"] == []
     assert 0 < report["hbm"]["actor_update_gib"] < 64 and report["hbm"]["rollout_full_sequences"] >= 1
     assert report["checkpoint"]["checkpoint_node_gib"] > 0
+    # the shipped job saves every step: at the seed's throughput one step of its batch is over an hour
+    assert report["checkpoint"]["save_freq"] == 1 and report["checkpoint"]["keep"] == 2
+    assert report["checkpoint"]["step_seconds_estimate"] > 3600
     said = cli("validate", str(SEED), "-i", str(INVENTORY))
-    # the shipped job keeps verl's save_freq -1, which saves nothing at all (recipe/dapo/dapo_ray_trainer.py fit)
     assert "GiB per saved step" in said.stderr + said.stdout
-    assert "trainer.save_freq -1: verl saves no checkpoint, not even at the last step" in said.stderr + said.stdout
+    assert "saved every step (trainer.save_every_minutes 60 at an estimated" in said.stdout
+    assert "the last 2 kept" in said.stdout
+
+
+def on_eight(spec):
+    """The spec placed on 8 NPUs per node, as launch and validate place it before its overrides are written."""
+    import dataclasses
+
+    return dataclasses.replace(spec, cluster=dataclasses.replace(spec.cluster, npus_per_node=8))
 
 
 def test_seed_overrides_use_the_pinned_verl_keys():
-    spec = parse_spec(seed())
+    spec = on_eight(parse_spec(seed()))
     pinned = overrides(spec, load_manifest())
     assert "reward_model.overlong_buffer.len=4096" in pinned and "data.gen_batch_size=1536" in pinned
     assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=8" in pinned
@@ -426,7 +436,7 @@ def test_a_list_of_data_files_validates_and_reaches_verl_as_a_list(tmp_path):
     job.write_text(yaml.safe_dump(mutate("data.train_files", files)(seed())))
     result = cli("validate", str(job), "-i", str(INVENTORY), "--json")
     assert result.returncode == 0, result.stderr
-    spec = parse_spec(mutate("data.train_files", files)(seed()))
+    spec = on_eight(parse_spec(mutate("data.train_files", files)(seed())))
     assert f"data.train_files=[{','.join(files)}]" in overrides(spec, load_manifest())
     with pytest.raises(SpecError, match="data.train_files: 'relative.parquet' must be an absolute path"):
         parse_spec(mutate("data.train_files", [files[0], "relative.parquet"])(seed()))

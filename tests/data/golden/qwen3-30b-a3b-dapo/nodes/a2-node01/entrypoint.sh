@@ -83,7 +83,8 @@ exec /opt/miniconda3/envs/dapo/bin/python -m recipe.dapo.main_dapo \
   trainer.nnodes=2 \
   trainer.val_before_train=False \
   trainer.test_freq=5 \
-  trainer.save_freq=-1 \
+  trainer.save_freq=1 \
+  trainer.max_actor_ckpt_to_keep=2 \
   trainer.total_epochs=1 \
   trainer.device=npu \
   trainer.default_local_dir=/var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo
