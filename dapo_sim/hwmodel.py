@@ -17,6 +17,10 @@ OUT_OF_RANGE_PAIR = ("24.1.rc2", "7.3.0.1.231")  # a real report: driver [7.0.0,
 # The simulated nodes' memory unless a fault says otherwise: a size a training server is sold with, not a vendor's
 # figure for a given model; the shipped job needs about 458 GiB per node on 2 x 8 and 717 on 2 x 16.
 SIM_HOST_MEM_GIB = 1536
+# The size of each simulated node's data filesystem at SIM_DATA_DIR (a tmpfs: a limit, pages taken only when written),
+# again a size servers are sold with (2 x 1.92 TB NVMe), so that launch's check of the checkpoints' space sees one
+SIM_DISK_GIB = 3576
+SIM_DATA_DIR = "/var/lib/dapo-ops/checkpoints"
 
 NODE_KNOBS = {
     "driver": "start with this driver version installed (pinned or from the simulator's catalog)",
@@ -26,6 +30,7 @@ NODE_KNOBS = {
     "driver-half-installed": "start with driver version.info present but driver/tools/upgrade-tool missing",
     "tls": "on | off: every NPU NIC's TLS switch (hccn_tool -tls; default off, as the public hccn.conf samples)",
     "host-mem-gib": f"the node's memory in GiB, as its /proc/meminfo reports it (default {SIM_HOST_MEM_GIB})",
+    "disk-gib": f"the size in GiB of the node's filesystem at {SIM_DATA_DIR}, as df reports it (default {SIM_DISK_GIB})",
 }
 NPU_KNOBS = {
     "health": "Warning | Alarm | Critical | UNKNOWN",
@@ -60,6 +65,7 @@ VALUE_RULES = {
     "hbm-used": (str.isdigit, "must be a whole number"),
     "tls": (lambda v: v in ("on", "off"), "must be on or off"),
     "host-mem-gib": (lambda v: v.isdigit() and 0 < int(v) <= 1 << 20, "must be a whole number of GiB (1-1048576)"),
+    "disk-gib": (lambda v: v.isdigit() and 0 < int(v) <= 1 << 20, "must be a whole number of GiB (1-1048576)"),
     "link": (lambda v: v in ("UP", "DOWN"), "must be UP or DOWN"),
     "roce": (lambda v: v == "unreachable", "accepts only 'unreachable'"),
     "hdk": (lambda v: v == "out-of-range", "accepts only 'out-of-range'"),
@@ -198,6 +204,7 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         "boots": 0,
         "processes": [],
         "host_mem_gib": SIM_HOST_MEM_GIB,
+        "disk_gib": SIM_DISK_GIB,
     }
     for fault in faults:
         if fault.node != name:
@@ -205,6 +212,8 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
         if fault.npu is None:
             if fault.knob == "host-mem-gib":
                 model["host_mem_gib"] = int(fault.value)
+            elif fault.knob == "disk-gib":
+                model["disk_gib"] = int(fault.value)
             elif fault.knob == "tls":
                 for npu in npus:
                     npu["tls"] = 1 if fault.value == "on" else 0

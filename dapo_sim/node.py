@@ -84,7 +84,8 @@ def prepare(node: NodeState, *, node_count: int, npus_per_node: int, faults: lis
     (etc / "hccn.conf").write_text("\n".join(conf) + "\n" if conf else "")
     present = [n["id"] for n in model["npus"] if n["present"]]
     (d / "meminfo").write_text(hwmodel.meminfo(Path("/proc/meminfo").read_text(), model["host_mem_gib"]))
-    (d / "init.sh").write_text(init_script(node, present, fabric, hide, model["host_mem_gib"]))
+    (d / "init.sh").write_text(init_script(node, present, fabric, hide, model["host_mem_gib"],
+                                           model.get("disk_gib", hwmodel.SIM_DISK_GIB)))
 
 
 def _make_dirs(d: Path) -> None:
@@ -170,10 +171,12 @@ def sshd_config(node: NodeState, ssh_user: str = "root", jump_ip: str | None = N
         allow_users=f"{ssh_user}@{jump_ip}" if jump_ip else ssh_user, root_login=ssh_user == "root")
 
 
-def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path, mem_gib: int) -> str:
+def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path, mem_gib: int,
+                disk_gib: int = hwmodel.SIM_DISK_GIB) -> str:
     """The node's PID 1: its mounts (overlays, private dirs, /dev, its /proc/meminfo, an empty `hide`), then sshd in
     the foreground. /dev/shm is sized as Linux sizes a tmpfs by default, half the node's memory (only a limit: pages
-    are taken when written), so Ray sizes its object store as on a real node of that memory."""
+    are taken when written), so Ray sizes its object store as on a real node of that memory. The data filesystem
+    (hwmodel.SIM_DATA_DIR) is a tmpfs of `disk_gib`: it lives as long as the node's PID 1, a cut link included."""
     d = Path(node.dir)
 
     def overlay(path: str) -> dict[str, str]:
@@ -186,7 +189,7 @@ def init_script(node: NodeState, npus: list[int], fabric: Path, hide: Path, mem_
         private_binds=[{"source": f"{d}/{_key(p)}", "target": f"/{p}"} for p in PRIVATE_DIRS],
         dev=f"{d}/devstage", hw=f"{d}/hw", fabric=str(fabric), davinci=[f"davinci{k}" for k in npus],
         hide=str(hide.resolve()), sshd=SSHD, sshd_config=SSHD_CONFIG, meminfo=f"{d}/meminfo",
-        shm_size=f"{max(1, mem_gib // 2)}g")
+        shm_size=f"{max(1, mem_gib // 2)}g", data_dir=hwmodel.SIM_DATA_DIR, disk_size=f"{disk_gib}g")
 
 
 # --------------------------------------------------------------------------------------------------- running

@@ -15,6 +15,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from dapo_sim.artifacts import ASSETS
 from dapo_sim.errors import SimError
 from dapo_ops.manifest import StackManifest
 from dapo_sim.standin_dapo import DAPO_TRAINER_YAML, MAIN_DAPO
@@ -142,6 +143,7 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         "recipe/dapo/__init__.py": "",
         "recipe/__init__.py": "",
         "recipe/dapo/main_dapo.py": MAIN_DAPO,
+        "recipe/dapo/sim_checkpoints.py": (ASSETS / "verl_checkpoints.py").read_text(),
         verl.extra["recipe_config"]: DAPO_TRAINER_YAML,
         # The real file at the pinned tag (recorded in the lock's inputs).
         verl.extra["requirements"]: recorded_layer(manifest, "verl", verl.extra["requirements"]),

@@ -29,9 +29,11 @@ first training step, and what the product depends on, happens for real:
 Then it logs step 0 (the dry mode's `dapo_ops/*` facts, with the rows read and the overlong prompts counted) as
 verl's console and file loggers do and exits 0 (the documented dry mode), after "training" for
 DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per step, each logged with its measured
-`timing_s/step` (for `report --follow` and tests of a node lost in training).
+`timing_s/step` (for `report --follow` and tests of a node lost in training), saving and resuming checkpoints as
+verl does on disk (recipe/dapo/sim_checkpoints.py: trainer.save_freq, max_actor_ckpt_to_keep, resume_mode).
 """
 import json
+import math
 import numbers
 import os
 import pprint
@@ -268,17 +270,24 @@ class TaskRunner:
         metrics = {"dapo_ops/dry_mode": 1, "dapo_ops/model_layers": data["model_config"].num_hidden_layers,
                    "dapo_ops/nnodes": config["trainer"]["nnodes"],
                    "dapo_ops/n_gpus_per_node": config["trainer"]["n_gpus_per_node"], **data["metrics"]}
-        _log(0, metrics, logger)
-        ends = time.monotonic() + float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0)  # the sim's training time
-        for step in range(1, 1 << 30):
+        from recipe.dapo.sim_checkpoints import Checkpoints
+
+        checkpoints = Checkpoints(config)
+        resumed = checkpoints.load()  # recipe/dapo/dapo_ray_trainer.py fit: _load_checkpoint before anything
+        _log(resumed, metrics, logger)
+        count = math.ceil(float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0) / 2)  # the sim's training time
+        for step in range(resumed + 1, resumed + count + 1):
             started = time.monotonic()
-            if started >= ends:
-                break
             time.sleep(2)
             # the keys verl's DAPO trainer logs for every step that the stand-in can measure: the step's wall time
             # (recipe/dapo/dapo_ray_trainer.py, marked_timer("step")) and the step counters
-            _log(step, {"training/global_step": step, "training/epoch": 0,
-                        "timing_s/step": time.monotonic() - started, "dapo_ops/dry_mode": 1}, logger)
+            values = {"training/global_step": step, "training/epoch": 0,
+                      "timing_s/step": time.monotonic() - started, "dapo_ops/dry_mode": 1}
+            if checkpoints.saves_at(step, step == resumed + count):
+                saving = time.monotonic()
+                checkpoints.save(step)
+                values["timing_s/save_checkpoint"] = time.monotonic() - saving
+            _log(step, values, logger)
         if logger is not None:
             logger.close()
         return {"nnodes": config["trainer"]["nnodes"], "npus": config["trainer"]["n_gpus_per_node"],

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from dapo_ops.cli.options import inventory_option, job_file_argument, json_option, model_config_option, require_positive
+from dapo_ops.cli.options import inventory_option, json_option, model_config_option, require_positive
 from dapo_ops.cli.output import Output, StepPrinter, as_dict
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.model.run import RunState
@@ -42,8 +42,10 @@ def _interrupt_on_term_and_hup() -> None:
 
 
 @click.command()
-@job_file_argument
-@click.option("--nodes", type=int, required=True, help="How many inventory nodes to run on (the head first).")
+@click.argument("job_file", type=click.Path(path_type=Path), required=False)
+@click.option("--nodes", type=int, help="How many inventory nodes to run on (the head first).")
+@click.option("--resume", "resume_run", metavar="RUN",
+              help="Launch RUN's job again from its last checkpoint complete on every node (its spec and nodes).")
 @inventory_option
 @click.option("--rehearse-only", is_flag=True,
               help="Bring Ray up, run the rehearsal, tear Ray down again; submit nothing.")
@@ -52,8 +54,9 @@ def _interrupt_on_term_and_hup() -> None:
 @click.option("--break-lock", is_flag=True, help="Remove a stale cluster lock left by a dead launch first.")
 @model_config_option
 @json_option
-def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bool, no_audit: bool, force: bool,
-           break_lock: bool, model_config: Path | None, as_json: bool) -> None:
+def launch(job_file: Path | None, nodes: int | None, resume_run: str | None, inventory: Path | None,
+           rehearse_only: bool, no_audit: bool, force: bool, break_lock: bool, model_config: Path | None,
+           as_json: bool) -> None:
     """Audit the nodes, lock the cluster, push the rendered files, bring Ray up, rehearse, submit the DAPO job."""
     from dapo_ops.inventory import load_inventory
     from dapo_ops.job.spec import load_spec
@@ -62,19 +65,39 @@ def launch(job_file: Path, nodes: int, inventory: Path | None, rehearse_only: bo
     from dapo_ops.manifest import load_manifest
 
     out = Output(as_json)
+    resume = None
+    if resume_run:
+        job_file, nodes, inv, resume = _resume_plan(resume_run, job_file, nodes, inventory, out)
+    elif job_file is None or nodes is None:
+        raise UsageError("launch needs JOB_FILE and --nodes N (or --resume RUN)")
+    else:
+        inv = load_inventory(inventory)
     require_positive(nodes=nodes)
     _interrupt_on_term_and_hup()
-    spec, manifest, inv = load_spec(job_file), load_manifest(), load_inventory(inventory)
+    spec, manifest = load_spec(job_file), load_manifest()
     options = LaunchOptions(nodes, no_audit=no_audit, force=force, break_lock=break_lock, rehearse_only=rehearse_only,
-                            model_config=model_config)
+                            model_config=model_config, resume=resume)
     record = launch_job(spec, job_file, inv, manifest, options, Steps(StepPrinter(out.console)))
     if record.state == RunState.REHEARSED:
         out.success(f"{record.run_id}: rehearsal passed on {', '.join(record.nodes)}; Ray stopped, "
                  "nothing submitted")
     else:
-        out.success(f"{record.run_id}: submitted as {record.submission_id} on {record.head}; follow it "
-                 f"with `dapo-ops logs {record.run_id} --follow`")
+        out.success(f"{record.run_id}: submitted as {record.submission_id} on {record.head}"
+                    + (f", resuming {record.resumed_from} from step {record.resume_step}" if record.resumed_from
+                       else "") + f"; follow it with `dapo-ops logs {record.run_id} --follow`")
     out.document(as_dict(record))
+
+
+def _resume_plan(run: str, job_file: Path | None, nodes: int | None, inventory: Path | None, out: Output):
+    """launch --resume RUN: the run's own copy of its spec, its node count, its inventory, and the step to resume
+    from (read on its nodes)."""
+    from dapo_ops.launch.resume import plan_resume
+
+    if job_file is not None or nodes is not None:
+        raise UsageError("--resume RUN relaunches RUN's own job on its own nodes: give no JOB_FILE or --nodes")
+    record, inv, _ = run_context(run, inventory)
+    resume = plan_resume(record, {h.name: h for h in inv.hosts}, out.note)
+    return record.directory / "job.yaml", len(record.nodes), inv, resume
 
 
 on_node_loss_option = click.option(
@@ -105,9 +128,26 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
         reconcile(record, job)
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
              (f" — {record.reason}" if record.reason else ""))
+    if record.checkpoint_root and record.world_size and record.submission_id:
+        out.info(f"checkpoints: {check_saved_steps(record, _run_hosts(record, inv))}")
     out.document(dict(as_dict(record), ray_job_status=job))
     if record.state == RunState.FAILED or lost:
         raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
+
+
+def check_saved_steps(record, by_name: dict) -> str:
+    """The run's saved steps read on its nodes now, recorded in the run (`runs` shows them), as one line."""
+    from dapo_ops.clock import utc_now
+    from dapo_ops.launch.saved_steps import describe, holders_text, last_complete, read_saved_steps
+
+    steps, unread = read_saved_steps([by_name[n] for n in record.nodes], record.checkpoint_root, record.world_size)
+    last = last_complete(steps)
+    said = describe(steps) + (f" ({holders_text(last)})" if last else "") + "".join(
+        f"; {node} not read: {why}" for node, why in unread.items())
+    record.saved = {"last_complete": last.step if last else None, "checked": utc_now(), "said": said,
+                    "holders": {node: ranks for node, ranks in last.holders.items()} if last else {}}
+    record.save()
+    return said
 
 
 def _run_hosts(record, inv) -> dict:
@@ -189,18 +229,32 @@ def runs(as_json: bool) -> None:
 
     out = Output(as_json)
     records = all_runs()
-    out.table(runs_table([(r.state, r.run_id, ",".join(r.nodes), r.reason or "") for r in records],
+    out.table(runs_table([(r.state, r.run_id, ",".join(r.nodes), _saved_cell(r), _reason_cell(r)) for r in records],
                          out.console.width))
     out.document([as_dict(r) for r in records])
 
 
-def runs_table(rows: list[tuple[str, str, str, str]], width: int) -> Table:
+def _saved_cell(record) -> str:
+    """The last complete checkpoint step as `status` or `watch` last read it on the nodes."""
+    step = (record.saved or {}).get("last_complete")
+    return "" if not record.saved else ("none" if step is None else f"step {step}")
+
+
+def _reason_cell(record) -> str:
+    resumed = f"resumes {record.resumed_from} from step {record.resume_step}" if record.resumed_from else ""
+    return "; ".join(part for part in (resumed, record.reason or "") if part)
+
+
+COLUMNS = ("state", "run", "nodes", "checkpoint")
+
+
+def runs_table(rows: list[tuple[str, str, str, str, str]], width: int) -> Table:
     table = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1))
-    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
-    for index, name in enumerate(("state", "run", "nodes")):  # never shortened: the reason gives way
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(COLUMNS))]
+    for index, name in enumerate(COLUMNS):  # never shortened: the reason gives way
         table.add_column(name, no_wrap=True, min_width=max(widths[index], len(name)))
     # what is left of the line (rich drops no_wrap columns that do not fit); `runs --json` has the whole reason
-    left = width - sum(max(w, 5) for w in widths) - 4 * 2 - 2
+    left = width - sum(max(w, len(name)) for w, name in zip(widths, COLUMNS)) - (len(COLUMNS) + 1) * 2 - 2
     table.add_column("reason", no_wrap=True, overflow="ellipsis", max_width=max(left, 6))
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))  # run ids and reasons are shown literally

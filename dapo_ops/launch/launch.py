@@ -18,14 +18,17 @@ from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.fleet.nic import read_addresses
 from dapo_ops.inventory import Inventory
-from dapo_ops.job.placement import job_ray_ports, place
+from dapo_ops.job.checkpoints import CheckpointRun, checkpoint_root
+from dapo_ops.job.placement import job_ray_ports, place, world_size
 from dapo_ops.job.ray_tls import run_credentials
 from dapo_ops.job.render import RAY_TOKEN_NAME, dashboard_url, pick_nodes, render, write
 from dapo_ops.job.secrets import job_secrets, secret_files
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.launch import cluster, locks, rehearsal
-from dapo_ops.launch.node_checks import check_host_memory, check_ray_ports, verify_host_keys
+from dapo_ops.launch.gates import audit_nodes, run_rehearsal
+from dapo_ops.launch.node_checks import check_checkpoint_space, check_host_memory, check_ray_ports, verify_host_keys
 from dapo_ops.launch.records import RunRecord, all_runs, new_run_id, this_launcher
+from dapo_ops.launch.resume import Resume, moved_ranks
 from dapo_ops.launch.steps import Steps
 from dapo_ops.launch import teardown
 from dapo_ops.launch.teardown import sweep_dead_runs
@@ -45,15 +48,18 @@ class LaunchOptions:
     break_lock: bool = False
     rehearse_only: bool = False
     model_config: Path | None = None     # the model's config.json when model.path is not readable here
+    resume: Resume | None = None         # launch --resume: the attempt resumed, its step and nodes (resume.py)
 
 
-def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int, model_config: Path | None = None):
-    """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node) and checked with
-    every check `dapo-ops validate` runs (verl's composed configuration, the arithmetic, the memory estimate).
-    Returns the placed spec, its hosts and the validation (with the host memory the job needs per node)."""
+def plan(spec: JobSpec, inventory: Inventory, manifest: StackManifest, nodes: int, model_config: Path | None = None,
+         only: tuple[str, ...] = ()):
+    """Step 1, before any change: the job placed on `nodes` inventory nodes (their NPUs per node; `only` these, in
+    this order) and checked with every check `dapo-ops validate` runs (verl's composed configuration, the
+    arithmetic, the memory estimate). Returns the placed spec, its hosts and the validation."""
     from dapo_ops.job.validate import config_sources, validate
 
-    spec, hosts = place(spec, list(inventory.hosts), nodes)
+    by_name = {h.name: h for h in inventory.hosts}
+    spec, hosts = place(spec, [by_name[n] for n in only] if only else list(inventory.hosts), nodes)
     checked = validate(spec, manifest, config_sources(None, manifest), model_config)
     problems = checked.errors
     if problems:
@@ -104,7 +110,7 @@ class _Launch:
     def audit(self) -> None:
         record, options = self.record, self.options
         with self.steps.step(f"audit {', '.join(record.nodes)}") as step, failing_as(record, "audit"):
-            report = _audit(self.hosts, self.manifest, self.spec.cluster.npus_per_node, self.timeouts["audit"])
+            report = audit_nodes(self.hosts, self.manifest, self.spec.cluster.npus_per_node, self.timeouts["audit"])
             record.stack = {h.host: h.components for h in report.hosts}
             record.save()
             if report.errors and not options.force:
@@ -132,7 +138,8 @@ class _Launch:
     def push(self, job_file: Path) -> None:
         spec, record, head = self.spec, self.record, self.head
         with self.steps.step("render and push") as step:
-            files = render(spec, self.nodes, self.manifest, attempt=record.run_id)
+            files = render(spec, self.nodes, self.manifest, attempt=record.run_id,
+                           checkpoints=CheckpointRun(record.chain or record.run_id, record.resume_step))
             write(files, record.directory / "rendered")
             shutil.copyfile(job_file, record.directory / "job.yaml")
             files[f"nodes/{head.name}/rehearsal.json"] = json.dumps(rehearsal.config(spec, self.nodes, self.backend),
@@ -182,7 +189,7 @@ class _Launch:
 
     def rehearse(self) -> None:
         with self.steps.step(f"rehearse {self.ranks} ranks ({self.backend})") as step:
-            result = _rehearse(self.head, self.record, self.nodes[0].python, self.steps)
+            result = run_rehearsal(self.head, self.record, self.nodes[0].python, self.steps)
             timings = result.timing_summary()
             step.done(f"{result.ranks} ranks on {len(result.hosts)} hosts; " + ", ".join(
                 f"{phase} median {t['median'] * 1000:.0f} ms, slowest rank {t['slowest_rank']} "
@@ -225,7 +232,9 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
              steps: Steps) -> _Launch:
     """Plan the job and read the nodes' HCCL addresses (nothing changes yet), then create the run record."""
     with steps.step("plan") as step:
-        spec, hosts, checked = plan(spec, inventory, manifest, options.nodes, options.model_config)
+        resume = options.resume
+        spec, hosts, checked = plan(spec, inventory, manifest, options.nodes, options.model_config,
+                                    resume.nodes if resume else ())
         backend = rehearsal.backend_for(hosts[0].vars)
         timeouts = step_timeouts(hosts[0].vars.get(TIMEOUTS_VAR), f"{hosts[0].name}: {TIMEOUTS_VAR}")
         step.done(f"{len(hosts)} x {spec.cluster.npus_per_node} NPU on {', '.join(h.name for h in hosts)} "
@@ -235,16 +244,28 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
         step.done(f"{len(hosts)} node(s) answered")
     with steps.step("read the HCCL NIC addresses") as step:
         addresses = read_addresses(hosts)
+        moved = moved_ranks(resume, addresses) if resume else None
+        if moved:
+            raise UsageError(f"cannot resume run {resume.previous} on node-local checkpoints: {moved}")
         step.done(", ".join(f"{name} {ip}" for name, ip in addresses.items()))
     need = checked.host["host_mem_gib"]
     with steps.step(f"check each node's memory (the job needs about {need:.0f} GiB per node)") as step:
         step.done(check_host_memory(hosts, need, steps))
-    nodes = pick_nodes(hosts, manifest, addresses)
     run_id = new_run_id(spec.name)
+    chain = resume.chain if resume else run_id
+    saving = checked.saving
+    if saving and saving.saves:
+        with steps.step(f"check the space for the checkpoints ({checked.checkpoint['checkpoint_node_gib']:.0f} GiB "
+                        "per node per saved step)") as step:
+            step.done(check_checkpoint_space(hosts, checkpoint_root(spec, chain),
+                                             checked.checkpoint["checkpoint_node_gib"], saving.keep, steps))
+    nodes = pick_nodes(hosts, manifest, addresses)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=dashboard_url(spec),
                        node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
-                       launcher=this_launcher(), inventory=os.path.abspath(inventory.source))
+                       launcher=this_launcher(), inventory=os.path.abspath(inventory.source), chain=chain,
+                       resumed_from=resume.previous if resume else None, resume_step=resume.step if resume else None,
+                       checkpoint_root=checkpoint_root(spec, chain), world_size=world_size(spec))
     record.mark(RunState.CREATED)
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 
@@ -271,41 +292,3 @@ def launch(spec: JobSpec, job_file: Path, inventory: Inventory, manifest: StackM
         run.submit()
     run.record.mark(RunState.RUNNING)
     return run.record
-
-
-def _rehearse(head: HostSpec, record: RunRecord, python: str, steps: Steps) -> rehearsal.Outcome:
-    events: list[dict] = []
-
-    def on_line(line: str) -> None:
-        event = rehearsal.parse_event(line)
-        if event is None:
-            return
-        events.append(event)
-        if event["event"] == "reserved":
-            steps.note(f"{event.get('bundles')} one-NPU bundles reserved on {', '.join(event.get('nodes', []))} in "
-                       f"{event.get('seconds')} s; starting the rank actors")
-        elif event["event"] == "placed":
-            hosts = ", ".join(f"{n} on {h}" for h, n in sorted(event.get("hosts", {}).items()))
-            steps.note(f"{sum(event.get('hosts', {}).values())} ranks placed ({hosts}) in {event.get('seconds')} s")
-        elif event["event"] == "checked":
-            steps.note("every rank's host, environment and NPU device checked")
-
-    exit_code, stderr = cluster.rehearse(head, record.node_dir, python, rehearsal.Timeouts().total, on_line)
-    result = rehearsal.outcome(events)
-    record.rehearsal = result.as_record()
-    record.save()
-    if not result.ok:
-        if not any(e["event"] == "result" for e in events):
-            tail = " | ".join(stderr.strip().splitlines()[-3:]) or f"exit {exit_code}"
-            raise cluster.LaunchError(f"the rehearsal on {head.name} ended without a result: {tail}")
-        raise cluster.LaunchError(f"rehearsal failed: {result.describe_failure()}")
-    return result
-
-
-def _audit(hosts: list[HostSpec], manifest: StackManifest, npus: int, timeout: float):
-    from dapo_ops.audit.analyze import analyze
-    from dapo_ops.audit.collect import collect
-
-    raws, _ = collect(hosts, lambda h: npus, manifest.platform["install_path"], timeout=timeout,
-                      max_workers=32)
-    return analyze(raws, manifest)

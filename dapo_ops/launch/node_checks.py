@@ -4,6 +4,8 @@ leftovers are stopped) that nothing else holds a port its Ray will bind."""
 
 from __future__ import annotations
 
+import shlex
+
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
 from dapo_ops.launch import cluster
@@ -70,3 +72,59 @@ def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = QUI
     if problems:
         raise cluster.LaunchError("; ".join(problems) + ": stop what holds them, or move Ray's ports "
                                   f"({RAY_PORTS} in the inventory)")
+
+
+def space_command(directory: str) -> str:
+    """The free space of the filesystem that holds (or will hold) `directory`: df of its nearest existing ancestor."""
+    return (f"d={shlex.quote(directory)}; while [ ! -d \"$d\" ]; do d=$(dirname -- \"$d\"); done; "
+            "printf 'dir %s\\n' \"$d\"; df -Pk -- \"$d\" | tail -n 1")
+
+
+def parse_space(output: str) -> tuple[str, float]:
+    """(the directory df looked at, its filesystem's available GiB) from space_command's output (POSIX df -P: the
+    fourth field is the available 1024-byte blocks)."""
+    from dapo_ops.errors import ParseError
+
+    lines = output.splitlines()
+    if len(lines) != 2 or not lines[0].startswith("dir "):
+        raise ParseError("df -Pk", f"unexpected output {output[:160]!r}")
+    fields = lines[1].split()
+    if len(fields) < 6 or not fields[3].isdigit():
+        raise ParseError("df -Pk", "no available-blocks field", line=lines[1])
+    return lines[0][4:], int(fields[3]) / 2**20
+
+
+def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: float, keep: int, steps: Steps,
+                           timeout: float = QUICK) -> str:
+    """Each node's checkpoint filesystem must hold keep + 1 saved steps of its ranks (the steps kept, and one more:
+    a restarted run never prunes the steps written before it; docs/checkpoints.md), a filesystem every node shares
+    every node's. UsageError naming the node, the need and what is free."""
+    from dapo_ops.errors import ParseError
+    from dapo_ops.fleet.shared_dir import is_shared
+
+    results = fan_out(hosts, lambda host: run_on(host, space_command(directory), timeout=timeout)).results
+    free, failed = {}, []
+    for host in hosts:
+        result = results.get(host.name)
+        if result is None or result.failure is not None or result.exit_code != 0:
+            failed.append(f"{host.name}: cannot read the free space under {directory}: "
+                          + (result.error if result is not None and result.failure is not None else
+                             (result.stderr.strip()[-200:] if result is not None else "no answer")))
+            continue
+        try:
+            free[host.name] = parse_space(result.stdout)
+        except ParseError as exc:
+            failed.append(f"{host.name}: {exc}")
+    if failed:
+        raise DapoError("; ".join(failed))
+    shared = is_shared(hosts, free[hosts[0].name][0])
+    need = (keep + 1) * step_gib * (len(hosts) if shared else 1)
+    short = [f"{name} has {gib:.0f} GiB free under {where}" for name, (where, gib) in free.items() if gib < need]
+    if short:
+        where = "the shared filesystem" if shared else "each node's filesystem"
+        per = f"{step_gib:.0f} GiB per step" + (f" on each of {len(hosts)} nodes" if shared else "")
+        raise UsageError(f"the checkpoints need {need:.0f} GiB on {where} of {directory} ({keep} kept + 1, {per}), "
+                         f"but {'; '.join(short)}: free space, move trainer.checkpoint_dir, or lower "
+                         "trainer.keep_checkpoints")
+    return (("shared, " if shared else "") + ", ".join(f"{name} {gib:.0f} GiB free" for name, (_, gib) in free.items())
+            + f"; {need:.0f} GiB needed")

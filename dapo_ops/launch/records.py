@@ -38,6 +38,13 @@ class RunRecord:
     addresses: dict = field(default_factory=dict)   # node -> the address Ray knows it by (its HCCL NIC's)
     launcher: dict = field(default_factory=dict)    # the launching process: host, pid, pid_start
     inventory: str | None = None                    # the inventory it was launched with (absolute path)
+    # checkpoints (docs/checkpoints.md): the chain of attempts shares the first one's checkpoint directory
+    chain: str | None = None                        # the first attempt's run id
+    resumed_from: str | None = None                 # the attempt this one resumes (its run id)
+    resume_step: int | None = None                  # the step it resumes from
+    checkpoint_root: str | None = None              # trainer.default_local_dir on every node
+    world_size: int | None = None                   # ranks: a saved step is complete with every rank's shard
+    saved: dict = field(default_factory=dict)       # the last check of its saved steps (status, watch)
 
     @property
     def directory(self) -> Path:

@@ -1,0 +1,115 @@
+"""Which saved steps are complete over a run's nodes (dapo_ops/launch/saved_steps.py), the free space launch checks
+(node_checks.parse_space), and what a resume refuses (launch/resume.py): pure, on listings as the nodes print them."""
+
+import subprocess
+
+import pytest
+
+from dapo_ops.errors import ParseError, UsageError
+from dapo_ops.launch.node_checks import parse_space, space_command
+from dapo_ops.launch.records import RunRecord
+from dapo_ops.launch.resume import Resume, moved_ranks, resumable
+from dapo_ops.launch.saved_steps import describe, holders_text, last_complete, listing_command, parse_listing, \
+    saved_steps
+from dapo_ops.paths import PROJECT_ROOT
+
+LISTINGS = PROJECT_ROOT / "tests" / "data" / "checkpoints"
+
+
+def node_local():
+    return {node: parse_listing((LISTINGS / f"node-local-{node}.txt").read_text()) for node in ("node1", "node2")}
+
+
+def test_a_step_is_complete_with_every_rank_s_files_whole_on_some_node_and_the_tracker_past_it():
+    steps = saved_steps(node_local(), 8)
+    assert [(s.step, s.complete) for s in steps] == [(3, True), (4, True), (5, False)]
+    last = last_complete(steps)
+    assert last.step == 4 and last.holders == {"node1": [0, 1, 2, 3], "node2": [4, 5, 6, 7]}
+    assert holders_text(last) == "ranks 0-3 on node1, ranks 4-7 on node2"
+    # step 5: node2 was cut off while writing it, and rank 3's optimizer state on node1 ends short
+    assert steps[-1].missing == ["model shard of rank(s) 6-7", "optim shard of rank(s) 3,6-7",
+                                 "extra_state shard of rank(s) 6-7", "data.pt",
+                                 "newer than latest_checkpointed_iteration.txt (4)"]
+    assert describe(steps).startswith("last complete step 4; step 5 incomplete: model shard of rank(s) 6-7")
+
+
+def test_without_the_node_that_holds_some_ranks_no_step_is_complete():
+    steps = saved_steps({"node1": node_local()["node1"]}, 8)
+    assert last_complete(steps) is None and describe(steps).startswith("no complete step; ")
+    # a world size other than the one saved (verl cannot reshard) finds no shard at all
+    assert last_complete(saved_steps(node_local(), 16)) is None
+
+
+def test_a_step_newer_than_every_tracker_is_not_complete_even_with_every_file():
+    listings = node_local()
+    listings["node1"] = parse_listing((LISTINGS / "node-local-node1.txt").read_text().replace("tracker 4", "tracker 3"))
+    assert last_complete(saved_steps(listings, 8)).step == 3
+    listings["node1"] = parse_listing((LISTINGS / "node-local-node1.txt").read_text().replace("tracker 4", "tracker"))
+    assert last_complete(saved_steps(listings, 8)) is None
+
+
+def test_the_listing_command_reads_verl_s_names_only_and_tells_a_cut_file_from_a_whole_one(tmp_path):
+    import zipfile
+
+    actor = tmp_path / "global_step_2" / "actor"
+    actor.mkdir(parents=True)
+    for name in ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt"):
+        with zipfile.ZipFile(actor / name, "w") as archive:
+            archive.writestr("archive/data.pkl", b"x" * 100)
+    (actor / "extra_state_world_size_1_rank_0.pt").write_bytes(b"PK\x03\x04 cut short")
+    (actor / "model_world_size_1_rank_0.pt.tmp").write_text("not verl's")
+    (actor / "x\nfile global_step_9").mkdir()
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    out = subprocess.run(["bash", "-c", listing_command(str(tmp_path))], capture_output=True, text=True, check=True)
+    listing = parse_listing(out.stdout)
+    assert listing.tracker == 2 and listing.whole == {"global_step_2/actor/model_world_size_1_rank_0.pt",
+                                                      "global_step_2/actor/optim_world_size_1_rank_0.pt"}
+    assert listing.cut == {"global_step_2/actor/extra_state_world_size_1_rank_0.pt"}
+    absent = subprocess.run(["bash", "-c", listing_command(str(tmp_path / "none"))], capture_output=True, text=True)
+    assert not parse_listing(absent.stdout).present
+
+
+@pytest.mark.parametrize("output", ["", "tracker 1\nfile ../../etc/passwd 10 504b0506\n", "hello\n",
+                                    "tracker 1\nfile global_step_1/data.pt ten 504b0506\n"])
+def test_a_listing_that_is_not_the_command_s_is_a_parse_error(output):
+    with pytest.raises(ParseError):
+        parse_listing(output)
+
+
+def test_free_space_is_read_from_df_of_the_nearest_existing_directory(tmp_path):
+    out = subprocess.run(["bash", "-c", space_command(str(tmp_path / "a" / "b"))], capture_output=True, text=True,
+                         check=True)
+    where, gib = parse_space(out.stdout)
+    assert where == str(tmp_path) and gib > 0
+    assert parse_space("dir /data\n/dev/nvme0n1p1 3750000000 1000 3748000000 1% /data\n") == \
+        ("/data", pytest.approx(3748000000 / 2**20))
+    with pytest.raises(ParseError):
+        parse_space("dir /data\ndf: /data: Permission denied\n")
+
+
+def record(**changes):
+    values = dict(run_id="r1", job="j", nodes=["node1", "node2"], head="node1", head_address="10.0.0.1",
+                  dashboard="http://10.0.0.1:8265", node_dir="/var/lib/dapo-ops/runs/r1", state="failed",
+                  submission_id="dapo-r1", checkpoint_root="/ckpt/j/r1", world_size=16)
+    return RunRecord(**{**values, **changes})
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"state": "running"}, "is running: stop it first"),
+    ({"state": "succeeded"}, "succeeded: there is nothing left to resume"),
+    ({"state": "rehearsed", "submission_id": None}, "never submitted its job"),
+    ({"checkpoint_root": None}, "records no checkpoint directory"),
+])
+def test_only_an_attempt_that_ended_unfinished_with_checkpoints_is_resumed(changes, message):
+    with pytest.raises(UsageError, match=message):
+        resumable(record(**changes))
+    resumable(record(state="stopped"))
+
+
+def test_node_local_checkpoints_need_the_nodes_at_the_addresses_their_ranks_were_given_by():
+    resume = Resume("r1", "r1", 4, ("node1", "node2"), {"node1": "10.0.0.1", "node2": "10.0.0.2"})
+    assert moved_ranks(resume, {"node1": "10.0.0.1", "node2": "10.0.0.2"}) is None
+    moved = moved_ranks(resume, {"node1": "10.0.0.1", "node2": "10.0.0.12"})
+    assert "node2 10.0.0.2 -> 10.0.0.12" in moved and "order of their addresses" in moved
+    shared = Resume("r1", "r1", 4, ("node1", "node2"), resume.addresses, shared=True)
+    assert moved_ranks(shared, {"node1": "10.0.0.7", "node2": "10.0.0.8"}) is None
