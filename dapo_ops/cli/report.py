@@ -51,7 +51,7 @@ class Sources:
 
             say = self.out.note if not self.reads else (lambda _: None)   # said once, not at every --follow read
             fetched = fetch_run_logs(self.record, self.inventory, out_dir, say)
-            self.paths, self.fill_from, self.npus = [fetched.console], fetched.jsonl, fetched.npus
+            self.paths, self.fill_from, self.npus = [*fetched.earlier, fetched.console], fetched.jsonl, fetched.npus
         self.reads += 1
         return read_logs(self.paths, self.fill_from)
 

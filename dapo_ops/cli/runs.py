@@ -95,8 +95,12 @@ def _resume_plan(run: str, job_file: Path | None, nodes: int | None, inventory: 
 
     if job_file is not None or nodes is not None:
         raise UsageError("--resume RUN relaunches RUN's own job on its own nodes: give no JOB_FILE or --nodes")
+    from dapo_ops.launch.stop import stop as stop_run
+
     record, inv, _ = run_context(run, inventory)
     resume = plan_resume(record, {h.name: h for h in inv.hosts}, out.note)
+    # what the attempt left (Ray and its lock on a node that was cut off) goes before the next one takes the nodes
+    stop_run(record, inv, say=out.note)
     return record.directory / "job.yaml", len(record.nodes), inv, resume
 
 
@@ -138,12 +142,14 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
 def check_saved_steps(record, by_name: dict) -> str:
     """The run's saved steps read on its nodes now, recorded in the run (`runs` shows them), as one line."""
     from dapo_ops.clock import utc_now
-    from dapo_ops.launch.saved_steps import describe, holders_text, last_complete, read_saved_steps
+    from dapo_ops.launch.saved_steps import describe, last_complete, read_saved_steps
 
     steps, unread = read_saved_steps([by_name[n] for n in record.nodes], record.checkpoint_root, record.world_size)
     last = last_complete(steps)
-    said = describe(steps) + (f" ({holders_text(last)})" if last else "") + "".join(
-        f"; {node} not read: {why}" for node, why in unread.items())
+    said = describe(steps)
+    if unread:
+        said = (f"not known while {', '.join(sorted(unread))} cannot be read ("
+                + "; ".join(unread.values()) + f"): the run's other nodes show {said}")
     record.saved = {"last_complete": last.step if last else None, "checked": utc_now(), "said": said,
                     "holders": {node: ranks for node, ranks in last.holders.items()} if last else {}}
     record.save()
@@ -163,19 +169,44 @@ def _run_hosts(record, inv) -> dict:
 @inventory_option
 @on_node_loss_option
 @click.option("--interval", type=float, default=10.0, show_default=True, help="Seconds between checks.")
-def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: float) -> None:
+@click.option("--resume-on-failure", "resumes", type=int, default=0, metavar="N",
+              help="When the run fails, wait for its nodes and resume it from its last complete checkpoint, at "
+                   "most N times (launch --resume).")
+@click.option("--wait-for-nodes", type=float, default=3600.0, show_default=True, metavar="SECONDS",
+              help="With --resume-on-failure: how long to wait for a lost node to answer again.")
+def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: float, resumes: int,
+          wait_for_nodes: float) -> None:
     """Check a running run every --interval seconds until its job ends or a node is lost (exit 0 only when the
-    job succeeded)."""
+    job succeeded); with --resume-on-failure, go on with a resumed attempt."""
+    out = Output(False)
+    require_positive(interval=interval, wait_for_nodes=wait_for_nodes)
+    if resumes < 0:
+        raise UsageError("--resume-on-failure must be 0 or more")
+    record, inv, _ = run_context(run, inventory)
+    if record.state != RunState.RUNNING:
+        raise UsageError(f"run {record.run_id} is {record.state}, not running: nothing to watch")
+    if resumes and on_node_loss == "keep":
+        raise UsageError("--resume-on-failure resumes a run it has stopped: it cannot go with --on-node-loss keep")
+    if resumes:
+        _interrupt_on_term_and_hup()   # a resumed attempt's launch torn down as a launch is
+    attempts = 0
+    while True:
+        _watch_until_over(record, _run_hosts(record, inv), on_node_loss, interval, out)
+        if record.state == RunState.SUCCEEDED:
+            out.success(f"{record.run_id}: succeeded")
+            return
+        if record.state != RunState.FAILED or attempts >= resumes:
+            raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
+        attempts += 1
+        out.note(f"{record.run_id} failed ({record.reason}): resuming it, attempt {attempts} of {resumes}")
+        record = _resume(record, inv, interval, wait_for_nodes, out)
+
+
+def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float, out: Output) -> None:
     import time
 
     from dapo_ops.launch.watch import watch_once
 
-    out = Output(False)
-    require_positive(interval=interval)
-    record, inv, _ = run_context(run, inventory)
-    if record.state != RunState.RUNNING:
-        raise UsageError(f"run {record.run_id} is {record.state}, not running: nothing to watch")
-    by_name = _run_hosts(record, inv)
     last = None
     while record.state == RunState.RUNNING:
         health = watch_once(record, by_name, on_node_loss, out.note)
@@ -186,9 +217,17 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
             last = line
         if record.state == RunState.RUNNING:
             time.sleep(interval)
-    if record.state != RunState.SUCCEEDED:
-        raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
-    out.success(f"{record.run_id}: succeeded")
+
+
+def _resume(record, inv, interval: float, wait_for_nodes: float, out: Output):
+    from dapo_ops.launch.auto_resume import resume_failed
+    from dapo_ops.launch.steps import Steps
+    from dapo_ops.manifest import load_manifest
+
+    attempt = resume_failed(record, inv, load_manifest(), Steps(StepPrinter(out.console)), out.note, interval,
+                            wait_for_nodes)
+    out.note(f"{attempt.run_id}: resumes {record.run_id} from step {attempt.resume_step}")
+    return attempt
 
 
 @click.command()
@@ -199,11 +238,18 @@ def logs(run: str, follow: bool, inventory: Path | None) -> None:
     """The driver log of a run's job."""
     from dapo_ops.launch import cluster
 
+    from dapo_ops.launch.archive import console_path
+
     record, _, head = run_context(run, inventory)
     if not record.submission_id:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
-    cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
-                     follow, sys.stdout)
+    if record.state != RunState.RUNNING and console_path(record).is_file():  # kept when it ended; Ray may be gone
+        sys.stdout.write(console_path(record).read_text(errors="replace"))
+        return
+    exit_code = cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
+                                 follow, sys.stdout)
+    if exit_code != 0:
+        raise DapoError(f"`ray job logs` on {head.name} exited {exit_code} (above)")
 
 
 @click.command()

@@ -9,6 +9,7 @@ saved beside the logs. Everything but the SSH edge is pure and unit-tested.
 from __future__ import annotations
 
 import json
+import shutil
 import shlex
 import tarfile
 import time
@@ -106,11 +107,15 @@ def _collect_node(host, bundle: Path, minutes: int) -> dict:
 def _console(record, head, bundle: Path) -> None:
     from dapo_ops.launch.cluster import job_logs
 
+    from dapo_ops.launch.archive import console_path
+
     path = bundle / record.head / "console.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as stream:
-        job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
-                 False, stream)
+        exit_code = job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
+                             False, stream)
+    if exit_code != 0 and console_path(record).is_file():   # Ray is gone: the copy kept when the run ended
+        shutil.copyfile(console_path(record), path)
 
 
 def _audit(hosts, bundle: Path) -> None:

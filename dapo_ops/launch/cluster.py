@@ -262,12 +262,16 @@ def job_stop(head: HostSpec, ray: str, dashboard: str, token_file: str, submissi
 
 
 def job_logs(head: HostSpec, ray: str, dashboard: str, token_file: str, submission_id: str, follow: bool,
-             stream) -> None:
+             stream) -> int:
+    """`ray job logs` on the head into `stream` (its errors too); its exit code (not 0: Ray has no such job, or is
+    down, and the stream holds why)."""
     conn = connect(head)
     try:
         client = ray_client(ray, token_file, dashboard)
-        conn.run(head.command(f"{client} job logs --address={shlex.quote(dashboard)} "
-                              f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}"),
-                 out_stream=stream, err_stream=stream, warn=True, timeout=None if follow else 120, in_stream=False)
+        result = conn.run(head.command(f"{client} job logs --address={shlex.quote(dashboard)} "
+                                       f"{'--follow ' if follow else ''}{shlex.quote(submission_id)}"),
+                          out_stream=stream, err_stream=stream, warn=True, timeout=None if follow else 120,
+                          in_stream=False)
+        return result.exited
     finally:
         conn.close()

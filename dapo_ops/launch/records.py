@@ -42,6 +42,7 @@ class RunRecord:
     chain: str | None = None                        # the first attempt's run id
     resumed_from: str | None = None                 # the attempt this one resumes (its run id)
     resume_step: int | None = None                  # the step it resumes from
+    resume_cause: str | None = None                 # why the attempt it resumes ended (watch --resume-on-failure)
     checkpoint_root: str | None = None              # trainer.default_local_dir on every node
     world_size: int | None = None                   # ranks: a saved step is complete with every rank's shard
     saved: dict = field(default_factory=dict)       # the last check of its saved steps (status, watch)
@@ -73,6 +74,9 @@ class RunRecord:
         tmp = self.directory / "run.json.tmp"
         write_text(tmp, json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         tmp.replace(self.directory / "run.json")
+
+
+STOP_REQUESTED = "stop_requested"   # the timestamp `dapo-ops stop` records before it stops a running run's job
 
 
 def new_run_id(job: str) -> str:

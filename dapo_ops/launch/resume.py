@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from dapo_ops.errors import UsageError
 from dapo_ops.fleet.shared_dir import is_shared
 from dapo_ops.launch.records import RunRecord
-from dapo_ops.launch.saved_steps import describe, holders_text, last_complete, read_saved_steps
+from dapo_ops.launch.saved_steps import describe, last_complete, read_saved_steps
 from dapo_ops.model.run import IN_FLIGHT, RunState
 
 
@@ -60,7 +60,7 @@ def plan_resume(record: RunRecord, by_name: dict, say) -> Resume:
     if last is None:
         raise UsageError(f"run {record.run_id} has no complete checkpoint to resume from ({describe(steps)} under "
                          f"{record.checkpoint_root}): launch it anew")
-    say(f"{describe(steps)}: {holders_text(last)}" + (" (shared storage)" if shared else ""))
+    say(f"{record.run_id}: {describe(steps)}" + (" (shared storage)" if shared else ""))
     return Resume(previous=record.run_id, chain=record.chain or record.run_id, step=last.step,
                   nodes=tuple(record.nodes), addresses=dict(record.addresses), shared=shared)
 

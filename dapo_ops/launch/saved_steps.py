@@ -127,19 +127,20 @@ def last_complete(steps: list[SavedStep]) -> SavedStep | None:
     return complete[-1] if complete else None
 
 
-def describe(steps: list[SavedStep]) -> str:
-    """One line: the last complete step and what keeps any newer one from being complete."""
-    last = last_complete(steps)
-    newer = [s for s in steps if last is None or s.step > last.step]
-    said = f"last complete step {last.step}" if last else "no complete step"
-    if newer:
-        said += "; " + "; ".join(f"step {s.step} incomplete: {', '.join(s.missing)}" for s in newer[-2:])
-    return said
-
-
 def holders_text(step: SavedStep) -> str:
     return ", ".join(f"ranks {_ranges(ranks)} on {node}" for node, ranks in sorted(step.holders.items(),
                                                                                   key=lambda item: item[1][0]))
+
+
+def describe(steps: list[SavedStep]) -> str:
+    """One line: the last complete step (and where its ranks' shards are) and what keeps any newer one from being
+    complete."""
+    last = last_complete(steps)
+    newer = [s for s in steps if last is None or s.step > last.step]
+    said = f"last complete step {last.step} ({holders_text(last)})" if last else "no complete step"
+    if newer:
+        said += "; " + "; ".join(f"step {s.step} incomplete: {', '.join(s.missing)}" for s in newer[-2:])
+    return said
 
 
 def read_saved_steps(hosts: list, root: str, world: int) -> tuple[list[SavedStep], dict[str, str]]:

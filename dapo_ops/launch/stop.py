@@ -5,7 +5,9 @@ from __future__ import annotations
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.inventory import Inventory
 from dapo_ops.launch import cluster, teardown
-from dapo_ops.launch.records import RunRecord
+from dapo_ops.launch.archive import console_path, keep_console
+from dapo_ops.clock import utc_now
+from dapo_ops.launch.records import STOP_REQUESTED, RunRecord
 from dapo_ops.model.run import RunState
 
 
@@ -21,8 +23,13 @@ def stop(record: RunRecord, inventory: Inventory, say) -> RunRecord:
     head = by_name[record.head]
     ray = {h.name: h.layout.ray for h in hosts}
     if record.submission_id and record.state == RunState.RUNNING:  # an ended run's job is over (and its head may be down)
+        record.timestamps[STOP_REQUESTED] = utc_now()   # a `watch` of the run takes Ray going away for this stop
+        record.save()
+        keep_console(record, head, say)
         say(f"stopping job {record.submission_id}")
         cluster.job_stop(head, ray[head.name], record.dashboard, record.token_file, record.submission_id)
+    elif record.submission_id and not console_path(record).exists():  # ended by itself: Ray may still hold its log
+        keep_console(record, head, lambda _: None)
     say(f"stopping Ray on {', '.join(record.nodes)}")
     errors = teardown.tear_down(hosts, record.run_id, record.node_dir, teardown.stop_timeout(hosts))
     if errors:  # those nodes keep the lock, the token and the firewall table: a later stop finishes the job

@@ -14,7 +14,8 @@ from dapo_ops.errors import DapoError
 from dapo_ops.fleet.ssh import HostSpec, PROBE, fan_out, run_on
 from dapo_ops.job.render import firewall_table
 from dapo_ops.launch import cluster, locks, teardown
-from dapo_ops.launch.records import RunRecord, reconcile
+from dapo_ops.launch.archive import keep_console
+from dapo_ops.launch.records import STOP_REQUESTED, RunRecord, load_run, reconcile
 from dapo_ops.model.run import RunState
 
 ON_NODE_LOSS = ("stop", "keep")
@@ -131,6 +132,7 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
     rest = [by_name[n] for n in record.nodes if n not in lost]
     head = by_name[record.head]
     if record.head not in lost and record.submission_id:
+        keep_console(record, head, say)
         say(f"stopping job {record.submission_id}")
         try:
             cluster.job_stop(head, head.layout.ray, record.dashboard, record.token_file,
@@ -144,6 +146,16 @@ def handle_loss(record: RunRecord, by_name: dict[str, HostSpec], lost: dict[str,
                           f"`dapo-ops stop {record.run_id}` retries)")
 
 
+def being_stopped(record: RunRecord) -> bool:
+    """Whether a `dapo-ops stop` (another process) is stopping the run: the record on disk says so. The record here
+    takes what is on disk then, so a stop that has ended leaves it stopped."""
+    on_disk = load_run(record.run_id)
+    if STOP_REQUESTED not in on_disk.timestamps:
+        return False
+    record.state, record.reason, record.timestamps = on_disk.state, on_disk.reason, on_disk.timestamps
+    return True
+
+
 def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: str, say) -> Health:
     """Check a running run once and act on what is found: a loss is handled, an ended job reconciled."""
     health = check(record, by_name)
@@ -151,7 +163,10 @@ def watch_once(record: RunRecord, by_name: dict[str, HostSpec], on_node_loss: st
         note = fence_note(node, fence)
         if note:
             say(note)
-    if health.lost and record.state == RunState.RUNNING:
+    if health.lost and record.state == RunState.RUNNING and being_stopped(record):
+        say(f"{record.run_id} is being stopped (dapo-ops stop): {', '.join(sorted(health.lost))} going away is the "
+            "stop, not a loss")
+    elif health.lost and record.state == RunState.RUNNING:
         handle_loss(record, by_name, health.lost, on_node_loss, say)
     elif health.job is not None:
         reconcile(record, health.job)

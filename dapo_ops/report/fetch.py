@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dapo_ops.errors import UsageError
+from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.files import make_dirs
 from dapo_ops.model.run import RunState
 from dapo_ops.fleet.ssh import TRANSFER
@@ -22,6 +22,7 @@ class FetchedLogs:
     console: Path
     jsonl: Path | None
     npus: int | None            # the NPUs of the run's nodes, as the inventory declares them
+    earlier: list[Path] = field(default_factory=list)   # the logs of the attempts it resumes, oldest first
 
 
 def _run_hosts(record, inventory) -> list:
@@ -45,8 +46,12 @@ def fetch_console(record, head, path: Path) -> Path:
         raise UsageError(f"run {record.run_id} was never submitted ({record.state}: {record.reason})")
     partial = path.with_name(path.name + ".part")
     with open(partial, "w", encoding="utf-8", errors="replace") as stream:
-        cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file, record.submission_id,
-                         False, stream)
+        exit_code = cluster.job_logs(head, head.layout.ray, record.dashboard, record.token_file,
+                                     record.submission_id, False, stream)
+    if exit_code != 0:
+        from dapo_ops.launch.archive import tail
+
+        raise cluster.LaunchError(f"`ray job logs` on {head.name} exited {exit_code}: {tail(partial)}")
     partial.replace(path)
     return path
 
@@ -72,17 +77,56 @@ def _npus(hosts: list) -> int | None:
         return None
 
 
+def earlier_attempts(record) -> list:
+    """The submitted attempts a resumed run continues, oldest first (launch --resume links each to the last)."""
+    from dapo_ops.launch.records import load_run
+
+    chain, seen = [], {record.run_id}
+    while record.resumed_from and record.resumed_from not in seen:
+        seen.add(record.resumed_from)
+        try:
+            record = load_run(record.resumed_from)
+        except UsageError:
+            break
+        if record.submission_id:
+            chain.append(record)
+    return chain[::-1]
+
+
+def fetch_attempt_log(attempt, hosts: list, spec, directory: Path, say: Callable[[str], None]) -> Path | None:
+    """An earlier attempt's steps: the console kept when it ended (launch/archive.py), else its file-logger JSONL."""
+    from dapo_ops.job.render import job_paths
+    from dapo_ops.launch.archive import console_path
+
+    if console_path(attempt).is_file():
+        return console_path(attempt)
+    if spec is None:
+        return None
+    return fetch_jsonl(hosts, job_paths(spec, attempt.run_id).file_logger,
+                       directory / f"{attempt.run_id}-{JSONL_NAME}", say)
+
+
 def fetch_run_logs(record, inventory, directory: Path, say: Callable[[str], None]) -> FetchedLogs:
     from dapo_ops.job.render import job_paths
 
     hosts = _run_hosts(record, inventory)
     make_dirs(directory)
     say(f"fetching the console of Ray job {record.submission_id} from {hosts[0].name}")
-    console = fetch_console(record, hosts[0], directory / CONSOLE_NAME)
+    try:
+        console = fetch_console(record, hosts[0], directory / CONSOLE_NAME)
+    except DapoError:
+        from dapo_ops.launch.archive import console_path
+
+        if not console_path(record).is_file():
+            raise
+        say(f"Ray no longer has the job's console: the copy kept when it ended ({console_path(record)})")
+        console = console_path(record)
     spec = _spec(record)
     jsonl = (fetch_jsonl(hosts, job_paths(spec, record.run_id).file_logger, directory / JSONL_NAME, say)
              if spec is not None else None)
-    return FetchedLogs(console, jsonl, _npus(hosts))
+    earlier = [path for attempt in earlier_attempts(record)
+               if (path := fetch_attempt_log(attempt, hosts, spec, directory, say)) is not None]
+    return FetchedLogs(console, jsonl, _npus(hosts), earlier)
 
 
 def job_ended(record, inventory) -> bool:

@@ -43,8 +43,9 @@ CACHE = DEFAULT_STATE_DIR / "cache"
 VAR_LIB = DEFAULT_STATE_DIR.parent
 RUNS = PROJECT_ROOT / "runs"
 # Modules that share one site.yml-provisioned 2-node fleet (conftest's site_fleet), run one after the other so that
-# no other module's bring-up comes between them: test_provision first (it asserts on the first run), then test_launch.
-SITE_FLEET_MODULES = ("test_provision.py", "test_launch.py")
+# no other module's bring-up comes between them: test_provision first (it asserts on the first run), then test_launch
+# and test_resume.
+SITE_FLEET_MODULES = ("test_provision.py", "test_launch.py", "test_resume.py")
 # The light modules that run after them in their group, which takes about as long as the other group then.
 AFTER_SITE_FLEET = ("test_sim_lifecycle.py", "test_upstream_fidelity.py", "test_sim_faults.py",
                     "test_sim_fleet.py", "test_audit.py")

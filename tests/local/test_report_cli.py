@@ -109,7 +109,7 @@ def test_a_run_fetches_its_console_and_jsonl(tmp_path, monkeypatch):
     run.save()
     shutil.copyfile(Path(__file__).resolve().parents[2] / "jobs" / "qwen3-30b-a3b-dapo.yaml", run.directory / "job.yaml")
     console = (DATA / "resume-2.log").read_text()        # the console lacks steps 1 and 2: the JSONL has them
-    monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write(console))
+    monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write(console) and 0)   # exit 0
     asked = []
 
     def run_on(host, command, timeout=60):
@@ -168,3 +168,54 @@ def test_the_page_opens_in_headless_chromium(tmp_path):
     assert image.size == (1000, 2600)
     colours = image.getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 50      # the tables and the four plots drew, not a blank page
+
+
+def test_a_resumed_run_s_report_joins_the_console_kept_from_the_attempt_it_resumes(tmp_path, monkeypatch):
+    """launch --resume: the first attempt's console was kept in its run directory when a lost node ended it
+    (launch/archive.py); the report of the second joins both, the replayed step 3 taken from the second."""
+    from dapo_ops.fleet import ssh
+    from dapo_ops.launch import cluster, records
+
+    monkeypatch.setattr(records, "RUNS_DIR", tmp_path / "runs")
+    common = dict(job="j", nodes=["a2-node01", "a2-node02"], head="a2-node01", head_address="192.0.2.11:6379",
+                  dashboard="http://192.0.2.11:8265", chain="r1")
+    first = records.RunRecord(run_id="r1", node_dir="/var/lib/dapo-ops/runs/r1", submission_id="dapo-r1",
+                              state="failed", **common)
+    unsubmitted = records.RunRecord(run_id="r2", node_dir="/var/lib/dapo-ops/runs/r2", state="failed",
+                                    resumed_from="r1", resume_step=2, **common)   # refused at the lock
+    second = records.RunRecord(run_id="r3", node_dir="/var/lib/dapo-ops/runs/r3", submission_id="dapo-r3",
+                               state="running", resumed_from="r1", resume_step=2, **common)
+    for run in (first, unsubmitted, second):
+        run.save()
+    shutil.copyfile(DATA / "resume-1.log", first.directory / "console.log")
+    shutil.copyfile(Path(__file__).resolve().parents[2] / "jobs" / "qwen3-30b-a3b-dapo.yaml",
+                    second.directory / "job.yaml")
+    monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write((DATA / "resume-2.log").read_text()) and 0)
+    monkeypatch.setattr(ssh, "run_on", lambda host, command, timeout=60: ssh.CommandResult(
+        host.name, command, 1, "", "", 0.1))
+    result = run_cli("report", "r3", "-i", INVENTORY, "--json")
+    assert result.returncode == 0, result.stderr
+    steps = json.loads(result.stdout)["summary"]["steps"]
+    assert (steps["first"], steps["last"], steps["trained"], steps["replayed"]) == (1, 3, 3, [3])
+    assert json.loads(result.stdout)["summary"]["step_time_s"]["median"] == 150.0   # step 3's 999 s was replaced
+    assert json.loads(result.stdout)["summary"]["sources"][0].endswith("r1/console.log")
+
+
+def test_a_run_whose_ray_is_gone_is_reported_from_the_console_kept_when_it_ended(tmp_path, monkeypatch):
+    from dapo_ops.fleet import ssh
+    from dapo_ops.launch import cluster, records
+
+    monkeypatch.setattr(records, "RUNS_DIR", tmp_path / "runs")
+    run = records.RunRecord(run_id="r1", job="j", nodes=["a2-node01", "a2-node02"], head="a2-node01",
+                            head_address="192.0.2.11:6379", dashboard="http://192.0.2.11:8265",
+                            node_dir="/var/lib/dapo-ops/runs/r1", submission_id="dapo-r1", state="stopped")
+    run.save()
+    monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write("ConnectionError: no dashboard\n") and 1)
+    monkeypatch.setattr(ssh, "run_on", lambda host, command, timeout=60: ssh.CommandResult(
+        host.name, command, 1, "", "", 0.1))
+    gone = run_cli("report", "r1", "-i", INVENTORY, "--json")
+    assert gone.returncode != 0 and "`ray job logs` on a2-node01 exited 1: ConnectionError: no dashboard" in gone.stderr
+    shutil.copyfile(DATA / "resume-1.log", run.directory / "console.log")
+    kept = run_cli("report", "r1", "-i", INVENTORY, "--json")
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout)["summary"]["steps"]["trained"] == 3

@@ -2,6 +2,7 @@
 (node_checks.parse_space), and what a resume refuses (launch/resume.py): pure, on listings as the nodes print them."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,8 @@ def test_a_step_is_complete_with_every_rank_s_files_whole_on_some_node_and_the_t
     assert steps[-1].missing == ["model shard of rank(s) 6-7", "optim shard of rank(s) 3,6-7",
                                  "extra_state shard of rank(s) 6-7", "data.pt",
                                  "newer than latest_checkpointed_iteration.txt (4)"]
-    assert describe(steps).startswith("last complete step 4; step 5 incomplete: model shard of rank(s) 6-7")
+    assert describe(steps).startswith("last complete step 4 (ranks 0-3 on node1, ranks 4-7 on node2); step 5 "
+                                      "incomplete: model shard of rank(s) 6-7")
 
 
 def test_without_the_node_that_holds_some_ranks_no_step_is_complete():
@@ -113,3 +115,31 @@ def test_node_local_checkpoints_need_the_nodes_at_the_addresses_their_ranks_were
     assert "node2 10.0.0.2 -> 10.0.0.12" in moved and "order of their addresses" in moved
     shared = Resume("r1", "r1", 4, ("node1", "node2"), resume.addresses, shared=True)
     assert moved_ranks(shared, {"node1": "10.0.0.7", "node2": "10.0.0.8"}) is None
+
+
+def test_a_directory_is_shared_when_a_marker_written_on_one_node_is_seen_on_every_other(monkeypatch):
+    import shlex
+
+    from dapo_ops.fleet import shared_dir
+    from dapo_ops.fleet.ssh import CommandResult, HostSpec
+
+    disks = {"node1": set(), "node2": set(), "node3": set()}
+
+    def fake_run(host, command, timeout=0):
+        disk = disks[host.name]
+        words = shlex.split(command.replace("&&", " && "))
+        path = words[-1] if not command.startswith("test -e") else words[2]
+        if command.startswith("umask"):
+            disk.add(path)
+        elif command.startswith("rm -f"):
+            disk.discard(path)
+        elif command.startswith("test -e") and path in disk:
+            return CommandResult(host.name, command, 0, shared_dir.SEEN + "\n", "", 0.0)
+        return CommandResult(host.name, command, 0 if not command.startswith("test") else 1, "", "", 0.0)
+
+    monkeypatch.setattr(shared_dir, "run_on", fake_run)
+    hosts = [HostSpec(name=n, address=n, known_hosts=Path("/dev/null")) for n in disks]
+    assert not shared_dir.is_shared(hosts, "/ckpt")                  # three node-local disks
+    disks["node2"] = disks["node3"] = disks["node1"]                  # one filesystem
+    assert shared_dir.is_shared(hosts, "/ckpt") and disks["node1"] == set()   # the marker is removed
+    assert not shared_dir.is_shared(hosts[:1], "/ckpt")               # nothing to share with

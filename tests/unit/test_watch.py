@@ -111,3 +111,34 @@ def test_the_look_run_by_bash_restores_reports_and_gives_npu_smi_s_exit_code(tmp
     rc, fence, calls = look(NFT_LIST_RC="1", NFT_LOAD_RELEASES_LOCK="1")   # a `stop` between the two
     assert fence == ("npu table\n", None) and calls[-1] == "nft delete table inet dapo_ops_r_1"
     assert look(NPU_SMI_RC="3")[0] == 3                                   # npu-smi's exit code is the look's
+
+
+def test_nodes_going_away_while_dapo_ops_stop_stops_the_run_are_not_a_loss(tmp_path, monkeypatch):
+    """`dapo-ops stop` records that it is stopping the run before it stops the job; a `watch` of the same run then
+    takes Ray going away for the stop, and ends with the run stopped, not failed."""
+    from dapo_ops.launch import records, watch
+    from dapo_ops.launch.records import STOP_REQUESTED, RunRecord
+
+    monkeypatch.setattr(records, "RUNS_DIR", tmp_path)
+    record = RunRecord(run_id="r-1", job="j", nodes=["a"], head="a", head_address="10.0.0.1",
+                       dashboard="http://127.0.0.1:8265", node_dir="/var/lib/dapo-ops/runs/r-1", state="running")
+    record.directory.mkdir()
+    record.save()
+    lost = watch.Health(lost={"a": "Ray on the head does not answer"})
+    monkeypatch.setattr(watch, "check", lambda record, by_name: lost)
+    handled, said = [], []
+    monkeypatch.setattr(watch, "handle_loss", lambda *args: handled.append(args))
+    stopping = records.load_run("r-1")            # another process: `dapo-ops stop r-1`
+    stopping.timestamps[STOP_REQUESTED] = "2026-12-06T16:00:00Z"
+    stopping.save()
+    watch.watch_once(record, {}, "stop", said.append)
+    assert not handled and record.state == "running" and "is being stopped (dapo-ops stop)" in said[0]
+    stopping.mark("stopped")
+    watch.watch_once(record, {}, "stop", said.append)
+    assert not handled and record.state == "stopped"
+    del stopping.timestamps[STOP_REQUESTED]       # without a stop, the same look is a loss
+    record.state = "running"
+    stopping.state = "running"
+    stopping.save()
+    watch.watch_once(record, {}, "stop", said.append)
+    assert len(handled) == 1
