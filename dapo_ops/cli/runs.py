@@ -95,12 +95,14 @@ def _resume_plan(run: str, job_file: Path | None, nodes: int | None, inventory: 
 
     if job_file is not None or nodes is not None:
         raise UsageError("--resume RUN relaunches RUN's own job on its own nodes: give no JOB_FILE or --nodes")
-    from dapo_ops.launch.stop import stop as stop_run
+    from dapo_ops.inventory import load_inventory
+    from dapo_ops.launch.records import load_run, run_inventory
+    from dapo_ops.launch.resume import clear_previous
 
-    record, inv, _ = run_context(run, inventory)
+    record = load_run(run)
+    inv = load_inventory(run_inventory(record, inventory))
     resume = plan_resume(record, {h.name: h for h in inv.hosts}, out.note)
-    # what the attempt left (Ray and its lock on a node that was cut off) goes before the next one takes the nodes
-    stop_run(record, inv, say=out.note)
+    clear_previous(record, inv, out.note)
     return record.directory / "job.yaml", len(record.nodes), inv, resume
 
 

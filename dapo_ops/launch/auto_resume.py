@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import time
 
-from dapo_ops.errors import DapoError
+from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import QUICK, fan_out, run_on
 from dapo_ops.inventory import Inventory
 from dapo_ops.job.spec import load_spec
 from dapo_ops.launch.launch import LaunchOptions, launch
 from dapo_ops.launch.records import RunRecord
-from dapo_ops.launch.resume import plan_resume
+from dapo_ops.launch.resume import clear_previous, plan_resume
 from dapo_ops.launch.steps import Steps
-from dapo_ops.launch.stop import stop
 from dapo_ops.manifest import StackManifest
 
 
@@ -35,17 +34,25 @@ def wait_for_nodes(hosts: list, say, interval: float, limit: float) -> None:
 
 def resume_failed(record: RunRecord, inventory: Inventory, manifest: StackManifest, steps: Steps, say,
                   interval: float, limit: float) -> RunRecord:
-    """The failed run resumed once its nodes are back: the new attempt's record, with the failure it follows."""
+    """The failed run resumed once its nodes are back (on shared storage, at once when spare nodes can take the
+    place of the ones gone): the new attempt's record, with the failure it follows."""
     by_name = {h.name: h for h in inventory.hosts}
-    missing = [n for n in record.nodes if n not in by_name]
-    if missing:
-        raise DapoError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory: not resumed")
-    wait_for_nodes([by_name[n] for n in record.nodes], say, interval, limit)
-    resume = plan_resume(record, by_name, say)
-    stop(record, inventory, say)
+    resume = None
+    if record.checkpoint_shared:
+        try:
+            resume = plan_resume(record, by_name, say)
+        except UsageError as exc:
+            say(f"not resumed at once: {exc}")
+    if resume is None:
+        missing = [n for n in record.nodes if n not in by_name]
+        if missing:
+            raise DapoError(f"run {record.run_id}'s nodes {', '.join(missing)} are not in the inventory: not resumed")
+        wait_for_nodes([by_name[n] for n in record.nodes], say, interval, limit)
+        resume = plan_resume(record, by_name, say)
+    clear_previous(record, inventory, say)
     job_file = record.directory / "job.yaml"
     attempt = launch(load_spec(job_file), job_file, inventory, manifest,
-                     LaunchOptions(len(record.nodes), resume=resume), steps)
+                     LaunchOptions(len(resume.nodes), resume=resume), steps)
     attempt.resume_cause = record.reason
     attempt.save()
     return attempt

@@ -253,19 +253,21 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
         step.done(check_host_memory(hosts, need, steps))
     run_id = new_run_id(spec.name)
     chain = resume.chain if resume else run_id
-    saving = checked.saving
+    saving, shared = checked.saving, None
     if saving and saving.saves:
         with steps.step(f"check the space for the checkpoints ({checked.checkpoint['checkpoint_node_gib']:.0f} GiB "
                         "per node per saved step)") as step:
-            step.done(check_checkpoint_space(hosts, checkpoint_root(spec, chain),
-                                             checked.checkpoint["checkpoint_node_gib"], saving.keep, steps))
+            said, shared = check_checkpoint_space(hosts, checkpoint_root(spec, chain),
+                                                  checked.checkpoint["checkpoint_node_gib"], saving.keep)
+            step.done(said)
     nodes = pick_nodes(hosts, manifest, addresses)
     record = RunRecord(run_id=run_id, job=spec.name, nodes=[h.name for h in hosts], head=hosts[0].name,
                        head_address=nodes[0].ip, dashboard=dashboard_url(spec),
                        node_dir=cluster.node_dir(run_id), addresses={n.name: n.ip for n in nodes},
                        launcher=this_launcher(), inventory=os.path.abspath(inventory.source), chain=chain,
                        resumed_from=resume.previous if resume else None, resume_step=resume.step if resume else None,
-                       checkpoint_root=checkpoint_root(spec, chain), world_size=world_size(spec))
+                       checkpoint_root=checkpoint_root(spec, chain), world_size=world_size(spec),
+                       checkpoint_shared=shared)
     record.mark(RunState.CREATED)
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 

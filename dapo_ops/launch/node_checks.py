@@ -94,11 +94,12 @@ def parse_space(output: str) -> tuple[str, float]:
     return lines[0][4:], int(fields[3]) / 2**20
 
 
-def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: float, keep: int, steps: Steps,
-                           timeout: float = QUICK) -> str:
+def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: float, keep: int,
+                           timeout: float = QUICK) -> tuple[str, bool]:
     """Each node's checkpoint filesystem must hold keep + 1 saved steps of its ranks (the steps kept, and one more:
     a restarted run never prunes the steps written before it; docs/checkpoints.md), a filesystem every node shares
-    every node's. UsageError naming the node, the need and what is free."""
+    every node's. UsageError naming the node, the need and what is free. Returns what it found, and whether the
+    filesystem is one every node shares."""
     from dapo_ops.errors import ParseError
     from dapo_ops.fleet.shared_dir import is_shared
 
@@ -127,4 +128,4 @@ def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: floa
                          f"but {'; '.join(short)}: free space, move trainer.checkpoint_dir, or lower "
                          "trainer.keep_checkpoints")
     return (("shared, " if shared else "") + ", ".join(f"{name} {gib:.0f} GiB free" for name, (_, gib) in free.items())
-            + f"; {need:.0f} GiB needed")
+            + f"; {need:.0f} GiB needed"), shared

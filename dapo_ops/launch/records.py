@@ -45,6 +45,7 @@ class RunRecord:
     resume_cause: str | None = None                 # why the attempt it resumes ended (watch --resume-on-failure)
     checkpoint_root: str | None = None              # trainer.default_local_dir on every node
     world_size: int | None = None                   # ranks: a saved step is complete with every rank's shard
+    checkpoint_shared: bool | None = None           # the checkpoint directory is one filesystem all nodes see
     saved: dict = field(default_factory=dict)       # the last check of its saved steps (status, watch)
 
     @property

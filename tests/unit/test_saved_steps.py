@@ -143,3 +143,42 @@ def test_a_directory_is_shared_when_a_marker_written_on_one_node_is_seen_on_ever
     disks["node2"] = disks["node3"] = disks["node1"]                  # one filesystem
     assert shared_dir.is_shared(hosts, "/ckpt") and disks["node1"] == set()   # the marker is removed
     assert not shared_dir.is_shared(hosts[:1], "/ckpt")               # nothing to share with
+
+
+class Node:
+    def __init__(self, name, npus=16):
+        self.name, self.npus = name, npus
+
+
+def planned(monkeypatch, unread=(), answering=("node3",), shared=None, complete=True):
+    from dapo_ops.launch import resume
+    from dapo_ops.launch.saved_steps import SavedStep
+
+    step = SavedStep(6, [] if complete else ["data.pt"], {"node1": list(range(16))})
+    monkeypatch.setattr(resume, "read_saved_steps", lambda hosts, root, world: (
+        [step], {name: "connection timed out" for name in unread}))
+    monkeypatch.setattr(resume, "answering", lambda hosts: [h for h in hosts if h.name in answering])
+    monkeypatch.setattr(resume, "is_shared", lambda hosts, directory: False)
+    nodes = {n: Node(n) for n in ("node1", "node2", "node3")} | {"small": Node("small", 8)}
+    said = []
+    plan = resume.plan_resume(record(world_size=32, checkpoint_shared=shared), nodes, said.append)
+    return plan, said
+
+
+def test_a_resume_keeps_the_nodes_and_refuses_node_local_checkpoints_without_one_of_them(monkeypatch):
+    plan, said = planned(monkeypatch)
+    assert (plan.step, plan.nodes, plan.shared) == (6, ("node1", "node2"), False)
+    assert said == ["r1: last complete step 6 (ranks 0-15 on node1)"]
+    with pytest.raises(UsageError, match="from node-local checkpoints while a node of it is gone \\(node2: "
+                                         "connection timed out\\): its ranks' shards are only there"):
+        planned(monkeypatch, unread=("node2",), shared=False)
+    with pytest.raises(UsageError, match="has no complete checkpoint to resume from"):
+        planned(monkeypatch, complete=False)
+
+
+def test_on_shared_storage_a_spare_node_of_the_same_shape_takes_a_lost_one_s_place(monkeypatch):
+    plan, said = planned(monkeypatch, unread=("node2",), shared=True, answering=("small", "node3"))   # small: 8 NPUs
+    assert (plan.nodes, plan.shared) == (("node1", "node3"), True)
+    assert "node2 gone: the checkpoints are on shared storage, so node3 take(s) their place" in said
+    with pytest.raises(UsageError, match="node2 gone and 0 spare node\\(s\\) with 16 NPUs answering"):
+        planned(monkeypatch, unread=("node2",), shared=True, answering=())
