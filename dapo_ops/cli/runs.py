@@ -135,27 +135,12 @@ def status(run: str | None, inventory: Path | None, on_node_loss: str, as_json: 
     out.info(f"{record.run_id}: {record.state}" + (f" (Ray job {record.submission_id}: {job})" if job else "") +
              (f" — {record.reason}" if record.reason else ""))
     if record.checkpoint_root and record.world_size and record.submission_id:
+        from dapo_ops.launch.saved_record import check_saved_steps
+
         out.info(f"checkpoints: {check_saved_steps(record, _run_hosts(record, inv))}")
     out.document(dict(as_dict(record), ray_job_status=job))
     if record.state == RunState.FAILED or lost:
         raise DapoError(f"run {record.run_id} {record.state}: {record.reason}")
-
-
-def check_saved_steps(record, by_name: dict) -> str:
-    """The run's saved steps read on its nodes now, recorded in the run (`runs` shows them), as one line."""
-    from dapo_ops.clock import utc_now
-    from dapo_ops.launch.saved_steps import describe, last_complete, read_saved_steps
-
-    steps, unread = read_saved_steps([by_name[n] for n in record.nodes], record.checkpoint_root, record.world_size)
-    last = last_complete(steps)
-    said = describe(steps)
-    if unread:
-        said = (f"not known while {', '.join(sorted(unread))} cannot be read ("
-                + "; ".join(unread.values()) + f"): the run's other nodes show {said}")
-    record.saved = {"last_complete": last.step if last else None, "checked": utc_now(), "said": said,
-                    "holders": {node: ranks for node, ranks in last.holders.items()} if last else {}}
-    record.save()
-    return said
 
 
 def _run_hosts(record, inv) -> dict:
@@ -207,11 +192,16 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
 def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float, out: Output) -> None:
     import time
 
+    from dapo_ops.launch.saved_record import TEND_EVERY, tend_checkpoints
     from dapo_ops.launch.watch import watch_once
 
-    last = None
+    last, checks = None, 0
     while record.state == RunState.RUNNING:
         health = watch_once(record, by_name, on_node_loss, out.note)
+        checks += 1
+        if (record.state == RunState.RUNNING and not health.lost and record.checkpoint_keep and record.world_size
+                and checks % TEND_EVERY == 0):
+            tend_checkpoints(record, by_name, out.note)
         line = f"{record.run_id}: {record.state}, Ray job {health.job or '?'}" + (
             f", lost: {', '.join(sorted(health.lost))}" if health.lost else f", {len(record.nodes)} node(s) healthy")
         if line != last:

@@ -267,7 +267,7 @@ def _prepare(spec: JobSpec, inventory: Inventory, manifest: StackManifest, optio
                        launcher=this_launcher(), inventory=os.path.abspath(inventory.source), chain=chain,
                        resumed_from=resume.previous if resume else None, resume_step=resume.step if resume else None,
                        checkpoint_root=checkpoint_root(spec, chain), world_size=world_size(spec),
-                       checkpoint_shared=shared)
+                       checkpoint_shared=shared, checkpoint_keep=saving.keep if saving else None)
     record.mark(RunState.CREATED)
     return _Launch(spec, manifest, options, steps, hosts, nodes, record, backend, timeouts)
 

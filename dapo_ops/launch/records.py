@@ -46,6 +46,7 @@ class RunRecord:
     checkpoint_root: str | None = None              # trainer.default_local_dir on every node
     world_size: int | None = None                   # ranks: a saved step is complete with every rank's shard
     checkpoint_shared: bool | None = None           # the checkpoint directory is one filesystem all nodes see
+    checkpoint_keep: int | None = None              # trainer.max_actor_ckpt_to_keep: what watch prunes down to
     saved: dict = field(default_factory=dict)       # the last check of its saved steps (status, watch)
 
     @property

@@ -143,9 +143,9 @@ def describe(steps: list[SavedStep]) -> str:
     return said
 
 
-def read_saved_steps(hosts: list, root: str, world: int) -> tuple[list[SavedStep], dict[str, str]]:
-    """The run's saved steps as its nodes hold them now (one SSH command per node, in parallel), and the nodes that
-    could not be read, each with why: their files count as absent."""
+def read_listings(hosts: list, root: str) -> tuple[dict[str, NodeListing], dict[str, str]]:
+    """Each node's listing of the run's checkpoint directory (one SSH command per node, in parallel), and the nodes
+    that could not be read, each with why."""
     from dapo_ops.fleet.ssh import QUICK, fan_out, run_on
 
     results = fan_out(hosts, lambda host: run_on(host, listing_command(root), timeout=QUICK)).results
@@ -160,4 +160,50 @@ def read_saved_steps(hosts: list, root: str, world: int) -> tuple[list[SavedStep
             listings[host.name] = parse_listing(result.stdout)
         except ParseError as exc:
             unread[host.name] = str(exc)
+    return listings, unread
+
+
+def read_saved_steps(hosts: list, root: str, world: int) -> tuple[list[SavedStep], dict[str, str]]:
+    """The run's saved steps as its nodes hold them now, and the nodes that could not be read (their files count
+    as absent)."""
+    listings, unread = read_listings(hosts, root)
     return saved_steps(listings, world), unread
+
+
+def prune_others(hosts: list, root: str, world: int, keep: int) -> tuple[list[SavedStep], dict[str, list[int]]]:
+    """Remove on every node the step directories verl leaves beyond the `keep` newest complete steps (prune_plan),
+    only when every node could be read. Returns the steps as found, and what was removed where."""
+    from dapo_ops.fleet.ssh import QUICK, fan_out, run_on
+
+    listings, unread = read_listings(hosts, root)
+    if unread:
+        return saved_steps(listings, world), {}
+    plan = prune_plan(listings, world, keep)
+    by_name = {h.name: h for h in hosts}
+    results = fan_out([by_name[n] for n in plan], lambda host: run_on(host, prune_command(root, plan[host.name]),
+                                                                      timeout=QUICK)).results
+    done = {node: steps for node, steps in plan.items()
+            if node in results and results[node].failure is None and results[node].exit_code == 0}
+    return saved_steps(listings, world), done
+
+
+def prune_plan(listings: dict[str, NodeListing], world: int, keep: int) -> dict[str, list[int]]:
+    """node -> the steps whose `actor/` directory to remove there: every step older than the oldest of the last
+    `keep` complete ones (none while fewer are complete; never a newer step, which may be being written). verl
+    prunes on rank 0's node only (fsdp_checkpoint_manager.py save_checkpoint, lines 204-214), so on node-local disks
+    the other nodes would keep every step they ever saved."""
+    complete = [s.step for s in saved_steps(listings, world) if s.complete]
+    if keep < 1 or len(complete) < keep:
+        return {}
+    boundary = complete[-keep]
+    plan = {}
+    for node, listing in listings.items():
+        old = sorted({_step_of(path) for path in listing.whole | listing.cut if "/actor/" in path} - {boundary})
+        old = [step for step in old if step < boundary]
+        if old:
+            plan[node] = old
+    return plan
+
+
+def prune_command(root: str, steps: list[int]) -> str:
+    return "; ".join(f"rm -rf -- {shlex.quote(f'{root}/global_step_{step}/actor')}" for step in steps)

@@ -153,6 +153,16 @@ def test_watch_resume_on_failure_waits_for_the_lost_node_and_resumes_by_itself(f
         logs = wait_for(lambda: (out := cli("logs", attempt["run_id"]).stdout) and
                         f"step:{attempt['resume_step'] + 1} " in out and out, 120)
         assert f"Setting global step to {attempt['resume_step']}" in logs
+
+        def saved_on(node):
+            listed = sh(fleet[node], f"ls -d {ROOT}/{first}/global_step_*/actor 2>/dev/null || true").stdout.split()
+            return sorted(int(path.split("global_step_")[1].split("/")[0]) for path in listed)
+
+        # verl prunes on rank 0's node only, and only its own attempt's saves: watch removes the rest on every node,
+        # down to the 2 complete steps kept (and a step being written)
+        pruned = wait_for(lambda: all(len(saved_on(n)) <= 3 for n in ("node1", "node2"))
+                          and saved_on("node2")[0] > attempt["resume_step"] and saved_on("node2"), 120)
+        assert pruned[-1] >= attempt["resume_step"] + 4, pruned
     finally:
         links("up")
         for run in (first, attempt and attempt["run_id"]):
@@ -162,3 +172,4 @@ def test_watch_resume_on_failure_waits_for_the_lost_node_and_resumes_by_itself(f
             rest = watcher.communicate(timeout=120)[0]
     # the watch went on watching the resumed attempt, until it was stopped: its one resume is spent
     assert watcher.returncode == 1 and f"run {attempt['run_id']} stopped" in rest, rest
+    assert any("node2: removed the shards of step(s) " in line for line in said + rest.splitlines()), said + [rest]

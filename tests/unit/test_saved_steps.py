@@ -11,6 +11,7 @@ from dapo_ops.launch.node_checks import parse_space, space_command
 from dapo_ops.launch.records import RunRecord
 from dapo_ops.launch.resume import Resume, moved_ranks, resumable
 from dapo_ops.launch.saved_steps import describe, holders_text, last_complete, listing_command, parse_listing, \
+    prune_command, prune_plan, \
     saved_steps
 from dapo_ops.paths import PROJECT_ROOT
 
@@ -182,3 +183,12 @@ def test_on_shared_storage_a_spare_node_of_the_same_shape_takes_a_lost_one_s_pla
     assert "node2 gone: the checkpoints are on shared storage, so node3 take(s) their place" in said
     with pytest.raises(UsageError, match="node2 gone and 0 spare node\\(s\\) with 16 NPUs answering"):
         planned(monkeypatch, unread=("node2",), shared=True, answering=())
+
+
+def test_what_verl_leaves_on_the_other_nodes_is_pruned_down_to_the_steps_kept():
+    listings = node_local()                       # complete: 3, 4; step 5 half-written
+    assert prune_plan(listings, 8, 1) == {"node1": [3], "node2": [3]}
+    assert prune_plan(listings, 8, 2) == {}       # both complete steps kept; the one being written never touched
+    assert prune_plan(listings, 8, 3) == {}       # fewer complete than kept: nothing
+    assert prune_command("/ckpt/r 1", [3, 4]) == ("rm -rf -- '/ckpt/r 1/global_step_3/actor'; "
+                                                  "rm -rf -- '/ckpt/r 1/global_step_4/actor'")
