@@ -23,6 +23,7 @@ from dapo_ops.job.render import pick_nodes, render, write
 from dapo_ops.job.spec import SpecError, parse_spec
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
+from dapo_ops.ray_ports import DEFAULT_RAY_PORTS
 
 DATA = Path(__file__).parent.parent / "data"
 SEED = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
@@ -199,11 +200,27 @@ def hostile_spec(marker: Path, payload: str) -> dict:
     return data
 
 
+RAY_FIXED_PORTS = {port for port in DEFAULT_RAY_PORTS.values() if isinstance(port, int)}
+
+
+def listener_outside_ray_ports() -> socket.socket:
+    """A listening socket on a port the kernel picks that is not one of Ray's fixed ports (44217 and 44227 are in
+    Linux's ephemeral range), which a spec's cluster.ray_port may not take."""
+    held = []
+    while True:
+        server = socket.create_server(("127.0.0.1", 0))
+        if server.getsockname()[1] not in RAY_FIXED_PORTS:
+            for other in held:
+                other.close()
+            return server
+        held.append(server)
+
+
 @pytest.mark.parametrize("payload", HOSTILE)
 def test_hostile_strings_never_execute(tmp_path, payload):
     """Render with every free-text field hostile, then run the scripts for real against stub ray/python."""
     marker = tmp_path / "pwned"
-    head_gcs = socket.create_server(("127.0.0.1", 0))  # the worker's script waits for the head's GCS port
+    head_gcs = listener_outside_ray_ports()  # the worker's script waits for the head's GCS port
     data = hostile_spec(marker, payload)
     data["cluster"]["ray_port"] = head_gcs.getsockname()[1]
     # submit.sh sends the token only to root's Ray dashboard (dapo_ops/ray_listeners.py): a process that looks so
@@ -211,8 +228,13 @@ def test_hostile_strings_never_execute(tmp_path, payload):
     dashboard_script.parent.mkdir(parents=True)
     dashboard_script.write_text("import socket, time\ns = socket.create_server(('127.0.0.1', 0))\n"
                                 "print(s.getsockname()[1], flush=True)\ntime.sleep(120)\n")
-    dashboard = subprocess.Popen([sys.executable, str(dashboard_script)], stdout=subprocess.PIPE, text=True)
-    data["cluster"]["dashboard_port"] = int(dashboard.stdout.readline())
+    while True:   # a port the kernel hands out may be one of Ray's other fixed ports, which the spec may not take
+        dashboard = subprocess.Popen([sys.executable, str(dashboard_script)], stdout=subprocess.PIPE, text=True)
+        data["cluster"]["dashboard_port"] = int(dashboard.stdout.readline())
+        if data["cluster"]["dashboard_port"] not in RAY_FIXED_PORTS:
+            break
+        dashboard.kill()
+        dashboard.wait()
     spec = parse_spec(data)
     root = tmp_path / "node"
     (root / "conda" / "envs" / "dapo" / "bin").mkdir(parents=True)
