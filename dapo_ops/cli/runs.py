@@ -211,13 +211,30 @@ def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float,
             time.sleep(interval)
 
 
+def doctor_cause(record) -> str | None:
+    """The doctor's root cause in the console kept when the attempt ended (launch/archive.py), if it finds one."""
+    from dapo_ops.doctor.diagnose import diagnose_paths
+    from dapo_ops.launch.archive import console_path
+
+    if not console_path(record).is_file():
+        return None
+    try:
+        found = diagnose_paths([console_path(record)])
+    except DapoError:
+        return None
+    return f"{found.root.signature}: {found.root.cause}" if found.found and found.root else None
+
+
 def _resume(record, inv, interval: float, wait_for_nodes: float, out: Output):
     from dapo_ops.launch.auto_resume import resume_failed
     from dapo_ops.launch.steps import Steps
     from dapo_ops.manifest import load_manifest
 
+    cause = doctor_cause(record)
+    if cause:
+        out.note(f"{record.run_id}: doctor's root cause: {cause}")
     attempt = resume_failed(record, inv, load_manifest(), Steps(StepPrinter(out.console)), out.note, interval,
-                            wait_for_nodes)
+                            wait_for_nodes, cause)
     out.note(f"{attempt.run_id}: resumes {record.run_id} from step {attempt.resume_step}")
     return attempt
 

@@ -33,9 +33,10 @@ def wait_for_nodes(hosts: list, say, interval: float, limit: float) -> None:
 
 
 def resume_failed(record: RunRecord, inventory: Inventory, manifest: StackManifest, steps: Steps, say,
-                  interval: float, limit: float) -> RunRecord:
+                  interval: float, limit: float, cause: str | None = None) -> RunRecord:
     """The failed run resumed once its nodes are back (on shared storage, at once when spare nodes can take the
-    place of the ones gone): the new attempt's record, with the failure it follows."""
+    place of the ones gone): the new attempt's record, with the failure it follows (and the doctor's root cause of
+    it, `cause`, when it has one)."""
     by_name = {h.name: h for h in inventory.hosts}
     resume = None
     if record.checkpoint_shared:
@@ -53,6 +54,6 @@ def resume_failed(record: RunRecord, inventory: Inventory, manifest: StackManife
     job_file = record.directory / "job.yaml"
     attempt = launch(load_spec(job_file), job_file, inventory, manifest,
                      LaunchOptions(len(resume.nodes), resume=resume), steps)
-    attempt.resume_cause = record.reason
+    attempt.resume_cause = record.reason + (f"; doctor: {cause}" if cause else "")
     attempt.save()
     return attempt

@@ -192,3 +192,18 @@ def test_what_verl_leaves_on_the_other_nodes_is_pruned_down_to_the_steps_kept():
     assert prune_plan(listings, 8, 3) == {}       # fewer complete than kept: nothing
     assert prune_command("/ckpt/r 1", [3, 4]) == ("rm -rf -- '/ckpt/r 1/global_step_3/actor'; "
                                                   "rm -rf -- '/ckpt/r 1/global_step_4/actor'")
+
+
+def test_an_attempt_resumed_by_watch_records_the_doctor_s_root_cause_of_the_failure(tmp_path, monkeypatch):
+    import shutil
+
+    from dapo_ops.cli.runs import doctor_cause
+    from dapo_ops.launch import records
+
+    monkeypatch.setattr(records, "RUNS_DIR", tmp_path)
+    failed = record()
+    assert doctor_cause(failed) is None                          # no console kept: no cause
+    failed.directory.mkdir()
+    shutil.copyfile(PROJECT_ROOT / "tests/data/doctor/single/dapo-max-gen-batches/job-driver-raysubmit_Ab12.log",
+                    failed.directory / "console.log")
+    assert doctor_cause(failed).startswith("dapo-max-gen-batches: ")
