@@ -286,3 +286,25 @@ def fan_out(hosts: list[HostSpec], work: Callable[[HostSpec], T], *, max_workers
             raise
         interrupted = True
     return FanOut({h.name: got[h.name] for h in hosts if h.name in got}, interrupted)
+
+
+def parsed_on_each(hosts: list[HostSpec], command: str, parse: Callable[[str], T],
+                   timeout: float = QUICK) -> tuple[dict[str, T], dict[str, str]]:
+    """`command` on every host at once and its output through `parse`: (host -> what parse gave, host -> why there is
+    nothing: unreachable, a non-zero exit with its stderr's end, or parse's ParseError)."""
+    from dapo_ops.errors import ParseError
+
+    results = fan_out(hosts, lambda host: run_on(host, command, timeout=timeout)).results
+    values, problems = {}, {}
+    for host in hosts:
+        result = results.get(host.name)
+        if result is None or result.failure is not None:
+            problems[host.name] = result.error if result is not None else "no answer"
+        elif result.exit_code != 0:
+            problems[host.name] = result.stderr.strip()[-200:] or f"exit {result.exit_code}"
+        else:
+            try:
+                values[host.name] = parse(result.stdout)
+            except ParseError as exc:
+                problems[host.name] = str(exc)
+    return values, problems

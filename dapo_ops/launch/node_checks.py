@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 
 from dapo_ops.errors import DapoError, UsageError
-from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, run_on
+from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, parsed_on_each, run_on
 from dapo_ops.launch import cluster
 from dapo_ops.launch.steps import Steps
 from dapo_ops.ray_listeners import LISTENERS_COMMAND, node_ports, parse_listeners, port_conflicts
@@ -29,24 +29,12 @@ def check_host_memory(hosts: list[HostSpec], need_gib: float, steps: Steps, time
     """Each node's MemTotal against the job's host memory per node (dapo_ops/job/memory.py), before any change: a
     node short of it is a UsageError naming the node, the need and what it has; one within 10% a note."""
     from dapo_ops.audit.facts.host_memory import COMMAND, parse
-    from dapo_ops.errors import ParseError
     from dapo_ops.job.memory import host_memory_problems
 
-    results = fan_out(hosts, lambda host: run_on(host, COMMAND, timeout=timeout)).results
-    has, failed = {}, []
-    for host in hosts:
-        result = results.get(host.name)
-        if result is None or result.failure is not None or result.exit_code != 0:
-            failed.append(f"{host.name}: cannot read /proc/meminfo: "
-                          + (result.error if result is not None and result.failure is not None else
-                             (result.stderr.strip() if result is not None else "no answer")))
-            continue
-        try:
-            has[host.name] = parse(result.stdout)["mem_total_gib"]
-        except ParseError as exc:
-            failed.append(f"{host.name}: {exc}")
-    if failed:
-        raise DapoError("; ".join(failed))
+    totals, unread = parsed_on_each(hosts, COMMAND, lambda out: parse(out)["mem_total_gib"], timeout)
+    if unread:
+        raise DapoError("; ".join(f"{name}: cannot read /proc/meminfo: {why}" for name, why in unread.items()))
+    has = {host.name: totals[host.name] for host in hosts}
     errors, warnings = host_memory_problems(need_gib, has)
     if errors:
         raise UsageError(errors[0] + (f" (and {len(errors) - 1} more node(s))" if len(errors) > 1 else ""))
@@ -100,24 +88,12 @@ def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: floa
     a restarted run never prunes the steps written before it; docs/checkpoints.md), a filesystem every node shares
     every node's. UsageError naming the node, the need and what is free. Returns what it found, and whether the
     filesystem is one every node shares."""
-    from dapo_ops.errors import ParseError
     from dapo_ops.fleet.shared_dir import is_shared
 
-    results = fan_out(hosts, lambda host: run_on(host, space_command(directory), timeout=timeout)).results
-    free, failed = {}, []
-    for host in hosts:
-        result = results.get(host.name)
-        if result is None or result.failure is not None or result.exit_code != 0:
-            failed.append(f"{host.name}: cannot read the free space under {directory}: "
-                          + (result.error if result is not None and result.failure is not None else
-                             (result.stderr.strip()[-200:] if result is not None else "no answer")))
-            continue
-        try:
-            free[host.name] = parse_space(result.stdout)
-        except ParseError as exc:
-            failed.append(f"{host.name}: {exc}")
-    if failed:
-        raise DapoError("; ".join(failed))
+    free, unread = parsed_on_each(hosts, space_command(directory), parse_space, timeout)
+    if unread:
+        raise DapoError("; ".join(f"{name}: cannot read the free space under {directory}: {why}"
+                                  for name, why in unread.items()))
     shared = is_shared(hosts, free[hosts[0].name][0])
     need = (keep + 1) * step_gib * (len(hosts) if shared else 1)
     short = [f"{name} has {gib:.0f} GiB free under {where}" for name, (where, gib) in free.items() if gib < need]

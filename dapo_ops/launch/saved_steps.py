@@ -146,21 +146,9 @@ def describe(steps: list[SavedStep]) -> str:
 def read_listings(hosts: list, root: str) -> tuple[dict[str, NodeListing], dict[str, str]]:
     """Each node's listing of the run's checkpoint directory (one SSH command per node, in parallel), and the nodes
     that could not be read, each with why."""
-    from dapo_ops.fleet.ssh import QUICK, fan_out, run_on
+    from dapo_ops.fleet.ssh import parsed_on_each
 
-    results = fan_out(hosts, lambda host: run_on(host, listing_command(root), timeout=QUICK)).results
-    listings, unread = {}, {}
-    for host in hosts:
-        result = results.get(host.name)
-        if result is None or result.failure is not None or result.exit_code != 0:
-            unread[host.name] = (result.error if result is not None and result.failure is not None else
-                                 (result.stderr.strip()[-200:] if result is not None else "no answer"))
-            continue
-        try:
-            listings[host.name] = parse_listing(result.stdout)
-        except ParseError as exc:
-            unread[host.name] = str(exc)
-    return listings, unread
+    return parsed_on_each(hosts, listing_command(root), parse_listing)
 
 
 def read_saved_steps(hosts: list, root: str, world: int) -> tuple[list[SavedStep], dict[str, str]]:

@@ -104,3 +104,25 @@ def set_npu(host, npu, **values):
     sh(host, f"python3 -c 'import json, sys; p = \"/dev/.dapo-sim/hw.json\"; d = json.load(open(p)); "
              f"d[\"npus\"][{npu}].update(json.loads(sys.argv[1])); json.dump(d, open(p, \"w\"))' "
              f"'{json.dumps(values)}'")
+
+
+def launch_training(tmp_path, seconds: int = 600, **trainer) -> str:
+    """The shipped job "training" for `seconds` (the sim's stand-in entry point: DAPO_SIM_TRAIN_SECONDS), its
+    `trainer` fields changed, launched on the 2 nodes without the audit; its run id."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dapo_ops.paths import PROJECT_ROOT
+
+    spec = yaml.safe_load((PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml").read_text())
+    spec["trainer"].update(trainer)
+    spec["env"].setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = str(seconds)
+    job = tmp_path / "training.yaml"
+    job.write_text(yaml.safe_dump(spec))
+    launched = subprocess.run([sys.executable, "-m", "dapo_ops.cli", "launch", str(job), "--nodes", "2", "--no-audit",
+                               "--json"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert launched.returncode == 0, launched.stderr
+    return json.loads(launched.stdout)["run_id"]

@@ -15,7 +15,7 @@ import pytest
 from dapo_ops.fleet.ssh import run_on
 from dapo_ops.paths import PROJECT_ROOT
 
-from .helpers import hosts, put_wheel, set_npu, sh, sigint_as_at_a_terminal
+from .helpers import hosts, launch_training, put_wheel, set_npu, sh, sigint_as_at_a_terminal
 
 JOB = "jobs/qwen3-30b-a3b-dapo.yaml"
 
@@ -612,15 +612,7 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
     """F14 and F17: a run "training" for minutes holds a lock on both nodes; a second launch and --break-lock are
     refused while its Ray runs. node2 is cut off: `dapo-ops watch` names it, records the run failed and stops
     Ray on node1, freeing node1's lock; `dapo-ops stop` cleans node2 once it is back."""
-    import yaml
-
-    spec = yaml.safe_load((PROJECT_ROOT / JOB).read_text())
-    spec["env"].setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "600"
-    job = tmp_path / "long.yaml"
-    job.write_text(yaml.safe_dump(spec))
-    launched = cli("launch", str(job), "--nodes", "2", "--no-audit", "--json")
-    assert launched.returncode == 0, launched.stderr
-    run_id = json.loads(launched.stdout)["run_id"]
+    run_id = launch_training(tmp_path)
     cut, watched = False, None
     try:
         for host in fleet.values():

@@ -8,12 +8,11 @@ import sys
 import time
 
 import pytest
-import yaml
 
 from dapo_ops.fleet.ssh import run_on
 from dapo_ops.paths import PROJECT_ROOT
 
-from .helpers import hosts, sh
+from .helpers import hosts, launch_training, sh
 
 JOB = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
 ROOT = "/var/lib/dapo-ops/checkpoints/verl-dapo/qwen3-30b-a3b-dapo"
@@ -76,14 +75,7 @@ def test_a_run_that_loses_a_node_goes_on_from_its_last_complete_step_by_watch_an
     `watch --resume-on-failure 1` resumes the first attempt by itself once node2 is back, not from a step written
     on node1 only; the second attempt loses node2 too, and `launch --resume` continues it; the report of the third
     is one step sequence from step 1."""
-    spec = yaml.safe_load(JOB.read_text())
-    spec["trainer"]["save_freq"] = 2
-    spec["env"].setdefault("extra", {})["DAPO_SIM_TRAIN_SECONDS"] = "600"
-    job = tmp_path / "checkpointing.yaml"
-    job.write_text(yaml.safe_dump(spec))
-    launched = cli("launch", str(job), "--nodes", "2", "--no-audit", "--json")
-    assert launched.returncode == 0, launched.stderr
-    first = json.loads(launched.stdout)["run_id"]
+    first = launch_training(tmp_path, save_freq=2)
     watcher, second, third = None, None, None
     try:
         wait_for(lambda: last_complete(first) >= 2, 120)

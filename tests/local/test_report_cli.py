@@ -98,15 +98,23 @@ def test_a_previous_report_or_a_log_as_the_baseline(tmp_path):
     assert json.loads(log.stdout)["comparison"]["baseline"] == "plain.log"
 
 
-def test_a_run_fetches_its_console_and_jsonl(tmp_path, monkeypatch):
-    from dapo_ops.fleet import ssh
-    from dapo_ops.launch import cluster, records
+def saved_run(tmp_path, monkeypatch, state: str):
+    """Run r1 on the two-nodes inventory, recorded in a temporary runs directory."""
+    from dapo_ops.launch import records
 
     monkeypatch.setattr(records, "RUNS_DIR", tmp_path / "runs")
     run = records.RunRecord(run_id="r1", job="j", nodes=["a2-node01", "a2-node02"], head="a2-node01",
                             head_address="192.0.2.11:6379", dashboard="http://192.0.2.11:8265",
-                            node_dir="/var/lib/dapo-ops/runs/r1", submission_id="dapo-r1", state="succeeded")
+                            node_dir="/var/lib/dapo-ops/runs/r1", submission_id="dapo-r1", state=state)
     run.save()
+    return run
+
+
+def test_a_run_fetches_its_console_and_jsonl(tmp_path, monkeypatch):
+    from dapo_ops.fleet import ssh
+    from dapo_ops.launch import cluster
+
+    run = saved_run(tmp_path, monkeypatch, "succeeded")
     shutil.copyfile(Path(__file__).resolve().parents[2] / "jobs" / "qwen3-30b-a3b-dapo.yaml", run.directory / "job.yaml")
     console = (DATA / "resume-2.log").read_text()        # the console lacks steps 1 and 2: the JSONL has them
     monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write(console) and 0)   # exit 0
@@ -203,13 +211,9 @@ def test_a_resumed_run_s_report_joins_the_console_kept_from_the_attempt_it_resum
 
 def test_a_run_whose_ray_is_gone_is_reported_from_the_console_kept_when_it_ended(tmp_path, monkeypatch):
     from dapo_ops.fleet import ssh
-    from dapo_ops.launch import cluster, records
+    from dapo_ops.launch import cluster
 
-    monkeypatch.setattr(records, "RUNS_DIR", tmp_path / "runs")
-    run = records.RunRecord(run_id="r1", job="j", nodes=["a2-node01", "a2-node02"], head="a2-node01",
-                            head_address="192.0.2.11:6379", dashboard="http://192.0.2.11:8265",
-                            node_dir="/var/lib/dapo-ops/runs/r1", submission_id="dapo-r1", state="stopped")
-    run.save()
+    run = saved_run(tmp_path, monkeypatch, "stopped")
     monkeypatch.setattr(cluster, "job_logs", lambda *a: a[-1].write("ConnectionError: no dashboard\n") and 1)
     monkeypatch.setattr(ssh, "run_on", lambda host, command, timeout=60: ssh.CommandResult(
         host.name, command, 1, "", "", 0.1))
