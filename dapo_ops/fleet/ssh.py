@@ -87,7 +87,10 @@ class CommandResult:
 
 
 # Fabric would read the operator's ssh config itself and apply some of it (ProxyJump among others, unchecked): the
-# inventory's settings, read as Ansible reads them, are the ones used
+# inventory's settings, read as Ansible reads them, are the ones used. Each Connection gets a clone: a Connection
+# writes attributes it does not declare into its config, and invoke re-merges a config on each write (emptying it
+# first), so one config shared by the threads of a fan-out was seen empty by the others ("No attribute or config key
+# found for 'connect_kwargs'", a launch on the 2 x 8 fleet in CI).
 _FABRIC_CONFIG = Config(overrides={"load_ssh_configs": False})
 
 
@@ -102,7 +105,8 @@ def connection(endpoint: Endpoint, timeout: float, sock=None) -> Connection:
     if sock is not None:
         connect_kwargs["sock"] = sock
     return Connection(endpoint.address, user=endpoint.user, port=endpoint.port, connect_timeout=timeout,
-                      connect_kwargs=connect_kwargs, forward_agent=False, gateway=False, config=_FABRIC_CONFIG)
+                      connect_kwargs=connect_kwargs, forward_agent=False, gateway=False,
+                      config=_FABRIC_CONFIG.clone())
 
 
 def _through(gateway: Connection | None, endpoint: Endpoint, timeout: float):

@@ -37,3 +37,16 @@ def test_ansible_asks_ssh_to_forward_no_agent_and_to_check_host_keys():
     ssh_args = config["ssh_connection"]["ssh_args"]
     assert "-o ForwardAgent=no" in ssh_args
     assert "-o StrictHostKeyChecking=yes" in ssh_args    # whatever an inventory's ansible_ssh_common_args say
+
+
+def test_every_connection_has_a_config_of_its_own():
+    """A write to a Connection's config re-merges it (invoke empties it first): with one config shared by the
+    threads of a fan-out, another thread saw it empty (CI: "No attribute or config key found for
+    'connect_kwargs'")."""
+    from dapo_ops.fleet.ssh import HostSpec, connection
+
+    endpoint = HostSpec("node1", "192.0.2.11", Path("/dev/null")).endpoint
+    first, second = connection(endpoint, 10), connection(endpoint, 10)
+    assert first.config is not second.config and second.config.load_ssh_configs is False
+    first.config.written_by_one = 1
+    assert "connect_kwargs" in second.config and "written_by_one" not in second.config
