@@ -1,6 +1,7 @@
 """What launch checks on every node of a run before it changes anything: that each answers with its verified host
-key, that each has the host memory the job needs (dapo_ops/job/memory.py) in its MemTotal, and (once Ray's
-leftovers are stopped) that nothing else holds a port its Ray will bind."""
+key, that each has the host memory the job needs (dapo_ops/job/memory.py) in its MemTotal and the free space its
+checkpoints need (dapo_ops/job/checkpoints.py), and (once Ray's leftovers are stopped) that nothing else holds a port
+its Ray will bind."""
 
 from __future__ import annotations
 
