@@ -13,6 +13,7 @@ from dapo_ops.cli import run
 from dapo_ops.cli.options import job_file_argument, json_option
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import DapoError
+from dapo_sim.netns import MAX_LINK_MBIT
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,15 +37,19 @@ def sim() -> None:
 @click.option("--ssh-key", default="", metavar="PRIVATE_KEY",
               help="The controller's key the nodes accept, PRIVATE_KEY.pub beside it (default: the simulator's "
                    "own); one with a passphrase needs ssh-agent, for Ansible and dapo-ops alike.")
+@click.option("--link-mbit", type=click.IntRange(1, MAX_LINK_MBIT), default=None, metavar="N",
+              help="Limit the controller's uplink and each node's management link to N Mbit/s each way (tc tbf), "
+                   "so that copying files to the nodes is bound by the network (default: unlimited).")
 @json_option
 def sim_up(nodes: int, npus_per_node: int, faults: tuple[str, ...], provisioned: bool, ssh_user: str, bastion: bool,
-           ssh_key: str, as_json: bool) -> None:
+           ssh_key: str, link_mbit: int | None, as_json: bool) -> None:
     """Bring the simulated fleet up (idempotent)."""
     from dapo_sim.fleet import FleetSpec, SimFleet
 
     out = Output(as_json)
     spec = FleetSpec(nodes=nodes, npus_per_node=npus_per_node, faults=tuple(faults), provisioned=provisioned,
-                     ssh_user=ssh_user, bastion=bastion, ssh_key=str(Path(ssh_key).resolve()) if ssh_key else "")
+                     ssh_user=ssh_user, bastion=bastion, ssh_key=str(Path(ssh_key).resolve()) if ssh_key else "",
+                     link_mbit=link_mbit)
     SimFleet.validate_spec(spec)
     fleet = SimFleet(log=out.note)
     state = fleet.up(spec)
@@ -120,8 +125,9 @@ def _print_status(out: Output, status: dict) -> None:
         return
     from dapo_sim.hwmodel import product_name
 
-    npus = (status.get("spec") or {}).get("npus_per_node")
+    npus, mbit = ((status.get("spec") or {}).get(key) for key in ("npus_per_node", "link_mbit"))
     kind = f"{npus} NPU per node ({product_name(npus)}), " if npus else ""
+    kind += f"links {mbit} Mbit/s, " if mbit else ""
     table = Table(title=f"simulated fleet — {kind}mirror {status['mirror']['url']}")
     for column in ("node", "address", "training network", "namespace", "sshd"):
         table.add_column(column)

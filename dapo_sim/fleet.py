@@ -159,6 +159,7 @@ class SimFleet:
                              "already, which the nodes' copy of its account files would keep: pick another name")
         if spec.ssh_key and not (Path(spec.ssh_key).is_file() and Path(f"{spec.ssh_key}.pub").is_file()):
             raise UsageError(f"--ssh-key {spec.ssh_key}: needs the private key and {spec.ssh_key}.pub beside it")
+        netns.check_link_mbit(spec.link_mbit)
         faults = [hwmodel.parse_fault(s) for s in spec.faults]
         hwmodel.validate_faults(faults, hwmodel.node_names(spec.nodes), spec.npus_per_node)
         return faults
@@ -217,7 +218,7 @@ class SimFleet:
 
     def _bring_up(self, state: FleetState, spec: FleetSpec, faults: list[hwmodel.Fault]) -> None:
         record = ledger.Recorder(state, self._save_state)
-        netns.make_bridges(record)
+        netns.make_bridges(record, spec.link_mbit)
         state.mirror_pid = mirror.start(self.mirror_root, BRIDGE_IP, MIRROR_PORT, self.logs_dir / "mirror.log",
                                         record)
         self._save_state(state)
@@ -229,7 +230,7 @@ class SimFleet:
                          manifest=self.manifest, client_public_key=client_public_key,
                          fabric=self.fabric_dir, hide=self.state_dir, ssh_user=spec.ssh_user,
                          jump_ip=bastion.IP if spec.bastion else None)
-            netns.add_node(n, record)
+            netns.add_node(n, record, spec.link_mbit)
             node.start(n, record)
         node.wait_for_sshd(state.nodes)
         jump = self.bastion_dir if spec.bastion else None

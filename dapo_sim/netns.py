@@ -1,7 +1,9 @@
 """The simulated fleet's networks: two bridges, a network namespace and two veth pairs per node, and their removal.
 
 The management bridge carries SSH and the artifact mirror; the training bridge stands for the separate NIC that
-HCCL uses on real Atlas servers, and has no address on the controller's side.
+HCCL uses on real Atlas servers, and has no address on the controller's side. With a link rate (`sim up
+--link-mbit N`) a `tbf` qdisc limits the controller's uplink (the management bridge's egress) and each node's
+management veth, both ways; the training bridge stays unlimited.
 
 Each bridge, namespace and veth pair is handed to `record` (the fleet's ledger) right after it was made. Nothing
 is removed by its name alone: `remove` deletes a recorded one only while it is still the one that was recorded.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable
 
+from dapo_ops.errors import UsageError
 from dapo_sim.errors import SimError
 from dapo_sim.proc import failure, run
 
@@ -28,6 +31,12 @@ BRIDGE_IP = f"{SUBNET}.1"
 DATA_BRIDGE = "dapobr1"
 DATA_SUBNET = "10.78.0"
 DATA_NIC = "data0"
+# `sim up --link-mbit`: tbf's burst holds two of a veth's 64 KiB GSO packets, which tbf then passes whole (with a
+# burst of 1600 bytes it cut each into segments in software: 152 Mbit/s of 200, measured); its queue holds 50 ms
+# (5 ms dropped packets at 100 Mbit/s, 20 did not). 100 Gbit/s is more than a veth carries here.
+MAX_LINK_MBIT = 100_000
+LINK_BURST_MIN = 128 * 1024
+LINK_LATENCY = "50ms"
 
 
 def node_ip(index: int) -> str:
@@ -38,16 +47,40 @@ def node_data_ip(index: int) -> str:
     return f"{DATA_SUBNET}.{10 + index}"
 
 
-def make_bridges(record: Record) -> None:
+def check_link_mbit(mbit: int | None) -> None:
+    if mbit is not None and not 1 <= mbit <= MAX_LINK_MBIT:
+        raise UsageError(f"--link-mbit must be between 1 and {MAX_LINK_MBIT} (got {mbit})")
+
+
+def tbf_command(dev: str, mbit: int, netns: str | None = None) -> list[str]:
+    """The `tc` command that limits dev's egress (in namespace netns, if given) to mbit Mbit/s: a root token bucket
+    whose burst holds whole GSO packets, or 1 ms at the rate when that is more (above about 1 Gbit/s)."""
+    burst = max(LINK_BURST_MIN, mbit * 125)
+    where = ["-n", netns] if netns else []
+    return ["tc", *where, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", str(burst),
+            "latency", LINK_LATENCY]
+
+
+def limit_link(dev: str, mbit: int | None, netns: str | None = None) -> None:
+    """Limit dev's egress to mbit Mbit/s; None leaves it unlimited. The qdisc goes with the device."""
+    if mbit is not None:
+        run(tbf_command(dev, mbit, netns), f"limit {dev} to {mbit} Mbit/s")
+
+
+def make_bridges(record: Record, link_mbit: int | None = None) -> None:
+    """The management bridge (its egress, the controller's uplink to the nodes, limited to link_mbit) and the
+    training bridge."""
     create(["ip", "link", "add", BRIDGE, "type", "bridge"], "bridge", BRIDGE, record)
     run(["ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", BRIDGE], "address the bridge")
     run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
+    limit_link(BRIDGE, link_mbit)
     create(["ip", "link", "add", DATA_BRIDGE, "type", "bridge"], "bridge", DATA_BRIDGE, record)
     run(["ip", "link", "set", DATA_BRIDGE, "up"], "bring the training-network bridge up")
 
 
-def add_node(node: NodeState, record: Record) -> None:
-    """Create the node's namespace and wire it to both bridges (node.ip on its veth, node.data_ip on DATA_NIC)."""
+def add_node(node: NodeState, record: Record, link_mbit: int | None = None) -> None:
+    """Create the node's namespace and wire it to both bridges (node.ip on its veth, node.data_ip on DATA_NIC); with
+    link_mbit, its management veth carries that many Mbit/s each way (the host end's egress is the node's inbound)."""
     create(["ip", "netns", "add", node.netns], "netns", node.netns, record)
     create(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node], "link",
             node.veth_host, record, peer=node.veth_node)
@@ -56,6 +89,8 @@ def add_node(node: NodeState, record: Record) -> None:
     for args in (["link", "set", "lo", "up"], ["addr", "add", f"{node.ip}/24", "dev", node.veth_node],
                  ["link", "set", node.veth_node, "up"]):
         run(["ip", "-n", node.netns, *args], f"configure {node.name}'s network")
+    limit_link(node.veth_host, link_mbit)
+    limit_link(node.veth_node, link_mbit, node.netns)
     data_peer = f"dapo{node.index}e"
     create(["ip", "link", "add", node.veth_data_host, "type", "veth", "peer", "name", data_peer], "link",
             node.veth_data_host, record, peer=data_peer)

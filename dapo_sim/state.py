@@ -18,6 +18,7 @@ class FleetSpec:
     ssh_user: str = "root"   # the one user the nodes let in (with sudo when not root)
     bastion: bool = False    # the nodes let SSH in only from a jump host
     ssh_key: str = ""        # the controller's key pair the nodes accept (default: the simulator's own)
+    link_mbit: int | None = None  # Mbit/s of the controller's uplink and each node's management link (None: unlimited)
 
 
 @dataclass
