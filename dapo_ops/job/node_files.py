@@ -1,5 +1,6 @@
-"""The rehearsal's file checks, run by every rank on its own node (standard library only; pushed with the driver
-and shipped by value with the rank actors, as rehearsal_tcp is).
+"""The files a job needs on every node: one definition for `dapo-ops stage`, which puts them there, and the launch
+rehearsal, which checks them on every rank's node. Standard library only: the rehearsal pushes this file with its
+driver (and ships it by value with the rank actors), and stage pushes it to a source node.
 
 What the job reads from each node's disk, wherever Ray places its processes:
 - the model's config.json and tokenizer: verl's TaskRunner and every FSDP and rollout worker build the tokenizer
@@ -23,6 +24,49 @@ import struct
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 MAX_HEADER = 100 << 20      # safetensors refuses headers over 100 MB
+# weights in a model directory that the job does not read unless the index names them: another format's copy
+# (PyTorch .bin, an original/ checkpoint) would only cost the copy
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx")
+
+
+def required_files(spec) -> dict[str, str]:
+    """The data files every rank's node must hold (path -> what it is): verl's TaskRunner builds the datasets on
+    whichever node Ray places it (verl v0.7.0 verl/trainer/main_ppo.py). The model directory's files are
+    model_file_names'."""
+    files: dict[str, str] = {}
+    for field, path in spec.data.paths():
+        files.setdefault(path, f"the {'training' if field == 'data.train_files' else 'validation'} data ({field})")
+    return files
+
+
+def index_shards(index_path: str) -> list[str]:
+    """The shard file names an index's weight_map names, sorted; ValueError naming the problem."""
+    try:
+        with open(index_path, "rb") as fh:
+            weight_map = json.load(fh)["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{index_path} is not a safetensors index ({type(exc).__name__}: {exc})") from None
+    bad = [s for s in shards if not isinstance(s, str) or os.path.basename(s) != s or s in ("", ".", "..")]
+    if bad:
+        raise ValueError(f"{index_path} names {bad[0]!r}, which is not a file in the model directory")
+    return shards
+
+
+def model_file_names(model_dir: str) -> tuple[list[str], list[str]]:
+    """(the model directory's files to put on every node, the entries left out), names relative to the directory.
+    Every top-level regular file but weights the index does not name; subdirectories are left out. OSError or
+    ValueError (a bad index) when the directory cannot be read."""
+    names = sorted(os.listdir(model_dir))
+    files = [n for n in names if os.path.isfile(os.path.join(model_dir, n)) and not n.startswith(".")]
+    named: set[str] = set()
+    if INDEX in files:
+        named = set(index_shards(os.path.join(model_dir, INDEX)))
+    elif SINGLE in files:
+        named = {SINGLE}
+    kept = [n for n in files if n in named or not n.lower().endswith(WEIGHT_SUFFIXES)]
+    kept += sorted(named - set(kept))      # a shard the index names but the directory lacks: model_problems says so
+    return sorted(kept), [n for n in names if n not in kept]
 
 
 def shard_problem(path: str) -> str | None:
@@ -68,15 +112,13 @@ def model_problems(model_dir: str) -> list[str]:
     index = join(model_dir, INDEX)
     if os.path.isfile(index):
         try:
-            with open(index, "rb") as fh:
-                weight_map = json.load(fh)["weight_map"]
-            shards = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            return problems + [f"{index} is not a safetensors index ({type(exc).__name__}: {exc})"]
+            shards = index_shards(index)
+        except OSError as exc:
+            return problems + [f"{index} cannot be read ({exc.strerror})"]
+        except ValueError as exc:
+            msg = str(exc)
+            return problems + [msg if msg.startswith(index) else f"{index} is not a safetensors index ({msg})"]
         for shard in shards:
-            if not isinstance(shard, str) or os.path.basename(shard) != shard or shard in ("", ".", ".."):
-                problems.append(f"{index} names {shard!r}, which is not a file in the model directory")
-                continue
             problem = shard_problem(join(model_dir, shard))
             if problem:
                 problems.append(problem)

@@ -9,14 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dapo_ops.errors import UsageError
+from dapo_ops.job import node_files
+from dapo_ops.job.node_files import required_files
 from dapo_ops.job.render import RenderNode
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.ray_ports import ray_ports
 from dapo_ops.model.variables import REHEARSAL_BACKEND
 
-# pushed to the head's run directory; the driver imports rehearsal_tcp and rehearsal_files from its own directory
-DRIVER_FILES = tuple(Path(__file__).with_name(name)
-                     for name in ("rehearsal_driver.py", "rehearsal_tcp.py", "rehearsal_files.py"))
+# pushed to the head's run directory; the driver imports rehearsal_tcp and node_files from its own directory
+DRIVER_FILES = (*(Path(__file__).with_name(name) for name in ("rehearsal_driver.py", "rehearsal_tcp.py")),
+                Path(node_files.__file__))
 EVENT_PREFIX = "DAPO-REHEARSAL "
 BACKENDS = ("hccl", "gloo", "tcp")
 BACKEND_VAR = REHEARSAL_BACKEND.name
@@ -56,16 +58,6 @@ def backend_for(host_vars: dict) -> str:
     if backend not in BACKENDS:
         raise UsageError(f"{BACKEND_VAR}: {backend!r} is not one of {', '.join(BACKENDS)}")
     return backend
-
-
-def required_files(spec: JobSpec) -> dict[str, str]:
-    """The data files every rank's node must hold: verl's TaskRunner builds the datasets on whichever node Ray places
-    it (verl v0.7.0 verl/trainer/main_ppo.py). The model directory (config.json, tokenizer, weights) is checked on
-    each node by rehearsal_files.model_problems."""
-    files: dict[str, str] = {}
-    for field, path in spec.data.paths():
-        files.setdefault(path, f"the {'training' if field == 'data.train_files' else 'validation'} data ({field})")
-    return files
 
 
 def config(spec: JobSpec, nodes: list[RenderNode], backend: str, timeouts: Timeouts = Timeouts(),

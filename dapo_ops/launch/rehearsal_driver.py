@@ -12,7 +12,7 @@ Collective backends:
         point-to-point messages (every pair of ranks talks, so a blocked port or a wrong interface shows up).
 
 It prints one `DAPO-REHEARSAL {json}` line per event and exits 0 when every rank passed, 1 otherwise.
-One job in one file (with rehearsal_tcp.py and rehearsal_files.py beside it): the rank actor and the phases that drive it are shipped
+One job in one file (with rehearsal_tcp.py and node_files.py beside it): the rank actor and the phases that drive it are shipped
 and run together on the head, so they stay together although that makes the file longer than most.
 """
 
@@ -25,10 +25,11 @@ import sys
 import time
 
 try:
-    import rehearsal_files  # on the head: pushed next to this file
+    import node_files  # on the head: pushed next to this file
     import rehearsal_tcp
 except ImportError:  # imported as dapo_ops.launch.rehearsal_driver (the unit tests)
-    from dapo_ops.launch import rehearsal_files, rehearsal_tcp
+    from dapo_ops.job import node_files
+    from dapo_ops.launch import rehearsal_tcp
 
 Mailbox, bound_socket, chunk, interface_address, send_all = (
     rehearsal_tcp.Mailbox, rehearsal_tcp.bound_socket, rehearsal_tcp.chunk, rehearsal_tcp.interface_address,
@@ -65,7 +66,7 @@ def build_actor_class(ray):
                     problems.append(f"{name} is not set (the CANN environment was not sourced)")
                 elif not os.path.isdir(value):
                     problems.append(f"{name}={value} is not a directory")
-            problems += rehearsal_files.file_problems(self.config.get("required_files", {}),
+            problems += node_files.file_problems(self.config.get("required_files", {}),
                                                       self.config.get("model_dir"))
             for name in ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
                 value = os.environ.get(name)
@@ -314,7 +315,7 @@ def rehearse(config: dict) -> bool:
 
     # the rank actors run on other nodes, where rehearsal_tcp is not importable: ship it with the actor class
     ray.cloudpickle.register_pickle_by_value(rehearsal_tcp)
-    ray.cloudpickle.register_pickle_by_value(rehearsal_files)
+    ray.cloudpickle.register_pickle_by_value(node_files)
     rehearsal = Rehearsal(ray, config)
     ray.init(address=config["gcs_address"], logging_level="ERROR", log_to_driver=False)
     emit("placing", ranks=rehearsal.world, nodes=len(rehearsal.nodes))

@@ -53,7 +53,7 @@ def test_the_job_gets_a_model_config_a_tokenizer_and_its_data_files(files):
 
 
 def test_the_weights_are_a_sharded_safetensors_checkpoint_the_rehearsal_accepts(files, tmp_path):
-    from dapo_ops.launch.rehearsal_files import model_problems
+    from dapo_ops.job.node_files import model_problems
 
     index = json.loads(files[f"{MODEL}/model.safetensors.index.json"])
     assert sorted(set(index["weight_map"].values())) == [f"model-0000{k}-of-00002.safetensors" for k in (1, 2)]

@@ -17,7 +17,7 @@ from dapo_ops.job.overrides import overrides
 from dapo_ops.job.placement import place
 from dapo_ops.job.render import job_paths, pick_nodes, render
 from dapo_ops.job.spec import SpecError, parse_spec
-from dapo_ops.launch.rehearsal import required_files
+from dapo_ops.job.node_files import required_files
 from dapo_ops.manifest import load_manifest
 from dapo_ops.paths import PROJECT_ROOT
 

@@ -326,7 +326,7 @@ def test_a_rank_names_the_model_and_data_files_its_node_lacks(tmp_path, monkeypa
 
 
 def test_the_model_check_reads_every_shard_the_index_names_and_nothing_outside(tmp_path):
-    from dapo_ops.launch.rehearsal_files import model_problems
+    from dapo_ops.job.node_files import model_problems
 
     model = model_dir(tmp_path)
     assert model_problems(str(model)) == []
