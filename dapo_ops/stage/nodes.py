@@ -1,0 +1,162 @@
+"""`dapo-ops stage` on the nodes (SSH edge): one connection per node for the run, the relay pushed to a private
+directory there and removed after, the nodes' copies hashed, free space read, the run's key put in place and taken
+away."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabric import Connection
+
+from dapo_ops.errors import DapoError, ParseError
+from dapo_ops.fleet.ssh import QUICK, HostSpec, connect, fan_out, run
+from dapo_ops.fleet.transfer import exchange, write_file
+from dapo_ops.job import node_files
+from dapo_ops.stage import keys, relay
+from dapo_ops.stage.plan import Digest, parse_hashes
+
+RELAY_FILES = (Path(relay.__file__), Path(node_files.__file__))
+HASH_RATE = 100 << 20      # bytes per second a node hashes at the least (sha256 of a local disk), for the timeout
+
+
+@dataclass
+class Node:
+    host: HostSpec
+    conn: Connection
+    run_dir: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def relay(self, mode: str, *args: str) -> str:
+        """The command line that runs the pushed relay (run it through self.host.command for become)."""
+        return " ".join(["python3", shlex.quote(f"{self.run_dir}/relay.py"), mode, *map(shlex.quote, args)])
+
+    def run(self, command: str, step: str, timeout: float = QUICK, login: bool = False) -> str:
+        host = dataclasses.replace(self.host, become_user=None) if login else self.host
+        return run(self.conn, host, command, timeout).raise_for(step)
+
+
+def open_nodes(hosts: list[HostSpec]) -> list[Node]:
+    """A connection to every host at once; SSHError naming the first that fails (the others are closed)."""
+    opened = fan_out(hosts, lambda host: _try_connect(host)).results
+    failed = [value for value in opened.values() if isinstance(value, Exception)]
+    nodes = [Node(h, opened[h.name]) for h in hosts if not isinstance(opened.get(h.name), Exception)]
+    if failed or len(nodes) < len(hosts):
+        close_nodes(nodes)
+        raise failed[0] if failed else DapoError("a node did not answer in time")
+    return nodes
+
+
+def _try_connect(host: HostSpec):
+    try:
+        return connect(host)
+    except DapoError as exc:
+        return exc
+
+
+def close_nodes(nodes: list[Node]) -> None:
+    for node in nodes:
+        node.conn.close()
+
+
+def push_relay(node: Node) -> None:
+    """A private directory (0700, mktemp) with the relay and node_files in it."""
+    node.run_dir = node.run("umask 077 && mktemp -d /tmp/dapo-stage.XXXXXXXX", "make the stage directory").strip()
+    if not node.run_dir.startswith("/tmp/dapo-stage."):
+        raise DapoError(f"{node.name}: mktemp gave {node.run_dir!r}")
+    for path in RELAY_FILES:
+        write_file(node.conn, node.host, f"{node.run_dir}/{path.name}", path.read_bytes(), 0o600, QUICK)
+    version = node.run("python3 -c 'import sys; print(sys.version_info >= (3, 8))'", "find python3")
+    if version.strip() != "True":
+        raise DapoError(f"{node.name}: stage runs a small standard-library program with python3, which must be "
+                        "3.8 or later there")
+
+
+def remove_run_dir(node: Node) -> None:
+    if node.run_dir:
+        run(node.conn, node.host, f"rm -rf -- {shlex.quote(node.run_dir)}", QUICK)
+
+
+def hash_timeout(total_bytes: int) -> float:
+    return QUICK + total_bytes / HASH_RATE
+
+
+SOURCE_HASH_TIMEOUT = 900.0   # the source's sizes are not known before: how long its answer may pause (a 90 GB shard)
+
+
+def hash_files(node: Node, paths: list[str], timeout: float) -> dict[str, Digest]:
+    """The node's copies of `paths`, hashed there; `timeout` is how long its answer may pause."""
+    if not paths:
+        return {}
+    code, out = exchange(node.conn, node.host, node.relay("hash"), json.dumps(paths).encode(), timeout)
+    if code != 0:
+        raise DapoError(f"{node.name}: hashing its copies failed (exit {code})")
+    return parse_hashes(out.decode(errors="replace"))
+
+
+def list_model(node: Node, model_dir: str) -> dict:
+    out = node.run(node.relay("list", model_dir), "list the model directory")
+    try:
+        answer = json.loads(out)
+        return {"files": list(answer["files"]), "left_out": list(answer["left_out"]),
+                "problems": list(answer["problems"])}
+    except (ValueError, KeyError, TypeError):
+        raise ParseError("relay.py list", "not a listing", line=out[:200]) from None
+
+
+def make_dirs(node: Node, directories: list[str]) -> None:
+    node.run("mkdir -p -- " + " ".join(map(shlex.quote, directories)), "make the job's directories")
+
+
+SPACE_COMMAND = ('for d in "$@"; do while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; '
+                 'df -Pk -- "$d" | tail -n 1; done')
+
+
+def free_space(node: Node, directories: list[str]) -> dict[str, tuple[str, int]]:
+    """directory -> (its filesystem's mount point, available bytes), from df -P of its nearest existing ancestor."""
+    out = node.run(f"sh -c {shlex.quote(SPACE_COMMAND)} sh " + " ".join(map(shlex.quote, directories)),
+                   "read the free space")
+    return dict(zip(directories, parse_df(out, len(directories))))
+
+
+def parse_df(output: str, expected: int) -> list[tuple[str, int]]:
+    """POSIX df -Pk lines -> (mount point, available bytes): the fourth field is available 1024-byte blocks, the
+    sixth on the mount point (which may hold spaces)."""
+    rows = []
+    for line in output.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) < 6 or not fields[3].isdigit():
+            raise ParseError("df -Pk", "not a df -P line", line=line)
+        rows.append((fields[5], int(fields[3]) * 1024))
+    if len(rows) != expected:
+        raise ParseError("df -Pk", f"{len(rows)} lines for {expected} directories")
+    return rows
+
+
+def install_hop(node: Node, key: keys.RunKey, next_node: Node | None, known_lines: list[str]) -> None:
+    """hop.json (and, when a node follows, the run's key and that node's host key) in the node's run directory."""
+    next_argv = None
+    if next_node is not None:
+        h = next_node.host
+        next_argv = keys.hop_argv(node.run_dir, h.user, h.address, h.port)
+        write_file(node.conn, node.host, f"{node.run_dir}/key", key.private_openssh, 0o600, QUICK)
+        write_file(node.conn, node.host, f"{node.run_dir}/known_hosts", ("\n".join(known_lines) + "\n").encode(),
+                   0o600, QUICK)
+    config = {"name": node.name, "next": next_argv}
+    write_file(node.conn, node.host, f"{node.run_dir}/hop.json", json.dumps(config).encode(), 0o600, QUICK)
+
+
+def authorize(node: Node, key: keys.RunKey) -> None:
+    """Let the previous node in: the run's key, forced to run this node's relay."""
+    forced = node.host.command(node.relay("recv", f"{node.run_dir}/hop.json"))
+    node.run(keys.authorize_command(keys.authorized_line(key, forced)), "let the previous node in", login=True)
+
+
+def unauthorize(node: Node, key: keys.RunKey) -> None:
+    run(node.conn, dataclasses.replace(node.host, become_user=None), keys.unauthorize_command(key), QUICK)
