@@ -27,7 +27,7 @@ from dapo_ops.job.spec import load_spec
 from dapo_ops.layout import node_layout
 from dapo_ops.paths import PROJECT_ROOT
 from dapo_sim.fleet import SIM_INVENTORY_DIR, FleetSpec, SimFleet
-from dapo_sim.stage import job_files
+from dapo_sim.staging import stage_job
 
 os.environ["ANSIBLE_INVENTORY"] = str(SIM_INVENTORY_DIR)  # never an operator's own
 os.environ.pop("DAPO_OPS_INVENTORY", None)  # dapo-ops without -i: the fleet's
@@ -92,7 +92,7 @@ def provisioned_fleet() -> None:
                                text=True)
     if provision.returncode != 0:
         sys.exit("site.yml failed:\n" + provision.stdout[-3000:])
-    fleet.stage(job_files(load_spec(PROJECT_ROOT / JOB)))  # the model and data files the rehearsal checks for
+    stage_job(load_spec(PROJECT_ROOT / JOB), fleet.inventory_file, fleet.state_dir / "staged")  # the files the rehearsal checks for
 
 
 def main() -> None:

@@ -93,16 +93,26 @@ def sim_down(as_json: bool) -> None:
 @sim.command("stage")
 @job_file_argument
 @click.option("--skip", multiple=True, metavar="NODE", help="Leave this node without the files (repeatable).")
-def sim_stage(job_file: Path, skip: tuple[str, ...]) -> None:
-    """Put a job's model (config.json, a small real tokenizer) and DAPO-shaped parquet data under /data on the
-    simulated nodes."""
+@click.option("--weights-mib", type=click.IntRange(0, 65536), default=0, metavar="N",
+              help="Weight shards of about N MiB in all, random bytes (for benchmarks of staging; default: tiny).")
+def sim_stage(job_file: Path, skip: tuple[str, ...], weights_mib: int) -> None:
+    """Generate a job's model (config.json, a small real tokenizer, safetensors shards) and DAPO-shaped parquet data,
+    and put them on the simulated nodes with `dapo-ops stage`."""
     from dapo_ops.job.spec import load_spec
     from dapo_sim.fleet import SimFleet
-    from dapo_sim.stage import job_files
+    from dapo_sim.staging import stage_job
 
-    files = job_files(load_spec(job_file))
-    staged = SimFleet().stage(files, tuple(skip))
-    Output(False).info(f"staged {len(files)} file(s) on {', '.join(staged) or 'no node'}")
+    fleet = SimFleet()
+    if fleet.load_state() is None:
+        raise DapoError("no simulated fleet is up (dapo-sim up)")
+    out = Output(False)
+    result = stage_job(load_spec(job_file), fleet.inventory_file, fleet.state_dir / "staged", tuple(skip),
+                       weights_mib << 20, out.note)
+    failed = [name for name, node in result.nodes.items() if not node["ok"]]
+    if failed:
+        raise DapoError(f"staging failed on {', '.join(failed)}: {result.nodes[failed[0]]['problem']}")
+    out.info(f"staged {result.files} file(s) on {', '.join(result.nodes) or 'no node'} ({result.mode}, "
+             f"{result.seconds:.1f} s)")
 
 
 @sim.command("faults")

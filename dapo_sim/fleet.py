@@ -248,27 +248,6 @@ class SimFleet:
 
     # ------------------------------------------------------------------------------------------ in the nodes
 
-    def stage(self, files: dict[str, bytes], skip: tuple[str, ...] = ()) -> list[str]:
-        """Write job files (absolute /data paths) into every node's own /data but the `skip` ones."""
-        from dapo_sim.stage import node_path
-
-        state = self.load_state()
-        if state is None:
-            raise SimError("no simulated fleet is up (dapo-sim up)")
-        unknown = sorted(set(skip) - {n.name for n in state.nodes})
-        if unknown:
-            raise UsageError(f"--skip {', '.join(unknown)}: not a node of this fleet")
-        staged = []
-        for n in state.nodes:
-            if n.name in skip:
-                continue
-            for path, data in files.items():
-                target = node_path(Path(n.dir), path)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            staged.append(n.name)
-        return staged
-
     def exec_in_node(self, node: NodeState, command: list[str], timeout: float = 120,
                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run a command inside a node (all its namespaces), as its own processes would."""

@@ -27,7 +27,6 @@ import json
 import random
 import uuid
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 
 from dapo_ops.errors import UsageError
 from dapo_sim.checkpoint import weight_files
@@ -273,7 +272,7 @@ def _split(rows: list[dict], parts: int) -> list[list[dict]]:
     return [rows[k * size:(k + 1) * size] for k in range(parts)]
 
 
-def job_files(spec: JobSpec) -> dict[str, bytes]:
+def job_files(spec: JobSpec, weights_bytes: int = 0) -> dict[str, bytes]:
     """Absolute node path -> content: the model's config.json and tokenizer, the data files (the training rows
     split over the training files in order, the validation rows over the validation files). The spec's model
     architecture is resolved as validate resolves it (dapo_ops/job/model_facts.py: the known model's config.json
@@ -289,7 +288,7 @@ def job_files(spec: JobSpec) -> dict[str, bytes]:
              f"{model}/tokenizer.json": tokenizer.to_str().encode(),
              f"{model}/tokenizer_config.json": _json(tokenizer_config(spec, ids)),
              f"{model}/special_tokens_map.json": _json(SPECIAL_TOKENS_MAP),
-             **weight_files(model, spec.model.architecture.layers)}
+             **weight_files(model, spec.model.architecture.layers, weights_bytes)}
     paths = spec.data.paths()
     for field, rows in (("data.train_files", data.train), ("data.val_files", data.val)):
         mine = [p for f, p in paths if f == field]
@@ -300,11 +299,3 @@ def job_files(spec: JobSpec) -> dict[str, bytes]:
 
 def _json(value: dict) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
-
-
-def node_path(node_root: Path, path: str) -> Path:
-    """Where a node path under /data lies in the node's private /data directory (node_root/data)."""
-    parts = PurePosixPath(path).parts
-    if len(parts) < 3 or parts[:2] != ("/", "data") or ".." in parts:
-        raise UsageError(f"{path}: the simulated nodes hold job files under /data only")
-    return node_root.joinpath("data", *parts[2:])
