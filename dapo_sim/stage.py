@@ -17,7 +17,7 @@ writes what the dry-mode DAPO entry point reads with the real libraries (transfo
   `data.max_prompt_length` tokens once the chat template is applied (so verl's overlong filter has rows to drop),
   and VAL_ROWS validation rows. The content is generated from a fixed seed: the same spec gives the same bytes.
 
-pyarrow and tokenizers come with the `test` extra (pip install -e '.[test]').
+pyarrow and tokenizers are dapo-ops' own dependencies (stage's checks read parquet and count tokens with them).
 """
 
 from __future__ import annotations
