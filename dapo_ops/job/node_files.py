@@ -24,6 +24,10 @@ import struct
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 MAX_HEADER = 100 << 20      # safetensors refuses headers over 100 MB
+# what every problem below says, for a caller to tell them from others (launch points at `dapo-ops stage`)
+PROBLEM_PHRASES = ("must be on every node", "builds the tokenizer on every node", "holds no weights",
+                   "a weight shard the index names", "not a safetensors file", "truncated or not",
+                   "not a safetensors index", "not a file in the model directory", "cannot be read as a safetensors")
 # weights in a model directory that the job does not read unless the index names them: another format's copy
 # (PyTorch .bin, an original/ checkpoint) would only cost the copy
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx")

@@ -20,6 +20,7 @@ from dapo_ops.model.variables import REHEARSAL_BACKEND
 DRIVER_FILES = (*(Path(__file__).with_name(name) for name in ("rehearsal_driver.py", "rehearsal_tcp.py")),
                 Path(node_files.__file__))
 EVENT_PREFIX = "DAPO-REHEARSAL "
+STAGE_HINT = " — `dapo-ops stage JOB` puts the job's model and data on every node, checked by sha256 (docs/stage.md)"
 BACKENDS = ("hccl", "gloo", "tcp")
 BACKEND_VAR = REHEARSAL_BACKEND.name
 # Exported by CANN's set_env.sh (toolkit) and NNAL's (ATB): an actor without them did not source the environment.
@@ -128,7 +129,9 @@ class Outcome:
                 failure.get("phase", "driver")
             parts.append(f"{where}: {failure['error']}")
         more = len(self.failures) - limit
-        return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+        hint = STAGE_HINT if any(p in f.get("error", "") for f in self.failures for p in node_files.PROBLEM_PHRASES) \
+            else ""
+        return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "") + hint
 
     def as_record(self) -> dict:
         return {"ok": self.ok, "backend": self.backend, "ranks": self.ranks, "hosts": self.hosts,

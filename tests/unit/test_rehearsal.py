@@ -349,3 +349,16 @@ def test_the_model_check_reads_every_shard_the_index_names_and_nothing_outside(t
     (model / "vocab.json").write_text("{}")
     (model / "merges.txt").write_text("#version: 0.2\n")
     assert model_problems(str(model)) == []                              # a BPE vocabulary is a tokenizer too
+
+
+def test_a_rank_missing_the_jobs_files_points_at_stage_and_other_failures_do_not(tmp_path):
+    from dapo_ops.job.node_files import file_problems, model_problems
+
+    for problem in (file_problems({str(tmp_path / "t.parquet"): "the training data (data.train_files)"}, None)[0],
+                    model_problems(str(tmp_path))[0]):
+        failed = rehearsal.Outcome(ok=False, failures=[{"phase": "check", "rank": 3, "host": "node2",
+                                                        "error": problem}])
+        assert failed.describe_failure().endswith(rehearsal.STAGE_HINT), problem
+    hccl = rehearsal.Outcome(ok=False, failures=[{"phase": "allreduce", "rank": 0, "host": "node1",
+                                                  "error": "EI0006: socket timeout"}])
+    assert "dapo-ops stage" not in hccl.describe_failure()
