@@ -96,7 +96,8 @@ def _print(out: Output, result, human_bytes) -> None:
         else:
             shared = f" (shared with {node['shared_from']})" if node["shared_from"] else ""
             out.success(f"{name}: all {node['files']} file(s) in place, sha256 checked{shared}")
-    how = {"pipeline": "once, passed on from node to node", "direct": "to each node from the controller"}
+    how = {"pipeline": "once, passed on from node to node", "direct": "to each node from the controller",
+           "one node": "to the one node that lacked files"}
     if result.mode == "nothing to send":
         out.info(f"nothing to send: every file was in place ({result.seconds:.1f} s)")
     else:

@@ -93,11 +93,11 @@ def send(the_plan, nodes: list[Node], source_node: Node | None, result, hooks, c
         why = set_up_pipeline(receivers, cleanup) or probe(receivers)
     if len(receivers) == 1 or why:
         single_hops(receivers)
-    result.mode = "pipeline" if len(receivers) > 1 and not why else "direct"
+    result.mode = "one node" if len(receivers) == 1 else "direct" if why else "pipeline"
     result.why_direct = why
     if why:
         hooks.say(f"the nodes cannot pass the files on ({why}): the controller sends to each node itself")
-    groups = [receivers] if result.mode == "pipeline" else [[n] for n in receivers]
+    groups = [receivers] if result.mode != "direct" else [[n] for n in receivers]
     chains = [Chain(group[0], [n.name for n in group], hooks.event) for group in groups]
     hooks.start({n.name: the_plan.bytes_for(n.name) for n in receivers})
     stream(the_plan, chains, source_node, result)

@@ -40,7 +40,7 @@ class StageResult:
     source: str
     files: int
     total_bytes: int
-    mode: str                        # "pipeline", "direct", or "nothing to send"
+    mode: str                        # "pipeline", "direct", "one node" or "nothing to send"
     shared: list[str]                # target directories every node shares
     nodes: dict[str, dict] = field(default_factory=dict)
     sent_bytes: int = 0              # what the controller's uplink carried
