@@ -14,9 +14,11 @@ from dapo_ops.errors import DapoError
 
 
 class NodeBars:
-    """One progress bar per node (bytes written there, rate, ETA), fed by the relays' reports."""
+    """One progress bar per node (bytes written there, rate, ETA), fed by the relays' reports; off a terminal (a log,
+    CI), one line per file written on a node instead."""
 
     def __init__(self, out: Output):
+        self.out = out
         self.progress = Progress(TextColumn("{task.description:>12}"), BarColumn(), DownloadColumn(),
                                  TransferSpeedColumn(), TimeRemainingColumn(), console=out.console,
                                  disable=not out.console.is_terminal)
@@ -27,6 +29,9 @@ class NodeBars:
         self.tasks = {name: self.progress.add_task(name, total=total) for name, total in totals.items()}
 
     def event(self, event: dict) -> None:
+        if self.progress.disable and event.get("event") == "file":
+            state = "written, sha256 checked" if event.get("ok") else f"FAILED: {event.get('why')}"
+            self.out.note(f"{event.get('node')}: {event.get('target')} {state}")
         task = self.tasks.get(event.get("node"))
         if task is not None and event.get("event") in ("progress", "done") and isinstance(event.get("bytes"), int):
             self.progress.update(task, completed=event["bytes"])

@@ -44,9 +44,10 @@ def authorized_line(key: RunKey, forced_command: str) -> str:
 def authorize_command(line: str) -> str:
     """Append the line to the login user's authorized_keys (made 0600 in a 0700 ~/.ssh when missing), on a line of
     its own: a file whose last key has no final newline gets one first, so the removal never takes that key too. A
-    file this makes is marked, for the removal to take it away again."""
+    file (and ~/.ssh) this makes is marked, for the removal to take it away again."""
     made = made_marker(line.rsplit(" ", 1)[-1])
-    return ("umask 077 && mkdir -p ~/.ssh && { [ -e ~/.ssh/authorized_keys ] || : > " + made + "; } && "
+    return ("umask 077 && { [ -d ~/.ssh ] && d= || d=dir; } && mkdir -p ~/.ssh && "
+            "{ [ -e ~/.ssh/authorized_keys ] || echo $d > " + made + "; } && "
             "touch ~/.ssh/authorized_keys && "
             "{ [ ! -s ~/.ssh/authorized_keys ] || [ -z \"$(tail -c 1 ~/.ssh/authorized_keys)\" ] || "
             "echo >> ~/.ssh/authorized_keys; } && "
@@ -66,7 +67,7 @@ def unauthorize_command(key: RunKey) -> str:
     return (f"[ -f ~/.ssh/authorized_keys ] || exit 0; umask 077; grep -v -- {pattern} ~/.ssh/authorized_keys > {keep}; "
             f"rc=$?; if [ $rc -le 1 ]; then cat {keep} > ~/.ssh/authorized_keys; rc=$?; else rc=1; fi; rm -f {keep}; "
             f"if [ $rc -eq 0 ] && [ -e {made} ]; then [ -s ~/.ssh/authorized_keys ] || rm -f ~/.ssh/authorized_keys; "
-            f"rm -f {made}; fi; exit $rc")
+            f"d=$(cat {made}); rm -f {made}; [ \"$d\" != dir ] || rmdir ~/.ssh 2>/dev/null; fi; exit $rc")
 
 
 def known_hosts_name(address: str, port: int) -> str:

@@ -193,4 +193,17 @@ def test_an_authorized_keys_the_run_made_goes_with_its_line(tmp_path):
     assert run_bash(keys.authorize_command(keys.authorized_line(key, RELAY)), tmp_path).returncode == 0
     assert (tmp_path / ".ssh" / "authorized_keys").read_text().endswith(f" {key.comment}\n")
     assert run_bash(keys.unauthorize_command(key), tmp_path).returncode == 0
-    assert sorted(p.name for p in (tmp_path / ".ssh").iterdir()) == []
+    assert not (tmp_path / ".ssh").exists()
+
+
+def test_a_ssh_directory_the_run_made_goes_too_but_not_one_that_was_there(tmp_path):
+    key = keys.new_key("fresh")
+    home = tmp_path / "home"
+    home.mkdir()
+    assert run_bash(keys.authorize_command(keys.authorized_line(key, RELAY)), home).returncode == 0
+    assert run_bash(keys.unauthorize_command(key), home).returncode == 0
+    assert not (home / ".ssh").exists()
+    (home / ".ssh").mkdir(mode=0o700)
+    assert run_bash(keys.authorize_command(keys.authorized_line(key, RELAY)), home).returncode == 0
+    assert run_bash(keys.unauthorize_command(key), home).returncode == 0
+    assert (home / ".ssh").is_dir() and list((home / ".ssh").iterdir()) == []
