@@ -6,6 +6,7 @@ known_hosts: the nodes check each other as strictly as the controller checks the
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from dataclasses import dataclass
 
@@ -35,10 +36,22 @@ def new_key(token: str) -> RunKey:
     return RunKey(private, public.decode(), token)
 
 
-def authorized_line(key: RunKey, forced_command: str) -> str:
-    """The authorized_keys line: the key may run the forced command only (no pty, no forwarding of any kind)."""
+def authorized_line(key: RunKey, forced_command: str, source: str = "") -> str:
+    """The authorized_keys line: the key may run the forced command only (no pty, no forwarding of any kind), and,
+    when the previous node's address is an IP address, only from there (sshd matches from= against names only
+    with UseDNS)."""
     quoted = forced_command.replace('"', '\\"')   # sshd undoes \" only (OpenSSH misc.c opt_dequote)
-    return f'restrict,command="{quoted}" {key.public} {key.comment}'
+    try:
+        origin = f'from="{ipaddress.ip_address(source)}",'
+    except ValueError:
+        origin = ""
+    return f'restrict,{origin}command="{quoted}" {key.public} {key.comment}'
+
+
+AK = "~/.ssh/authorized_keys"
+# authorized_keys is changed under an exclusive flock(1) on it (when flock is there): two runs ending at once on one
+# node never rewrite it from each other's half-written copies
+LOCK = f"exec 9>>{AK} && {{ ! command -v flock >/dev/null || flock -x -w 60 9; }}"
 
 
 def authorize_command(line: str) -> str:
@@ -46,12 +59,10 @@ def authorize_command(line: str) -> str:
     its own: a file whose last key has no final newline gets one first, so the removal never takes that key too. A
     file (and ~/.ssh) this makes is marked, for the removal to take it away again."""
     made = made_marker(line.rsplit(" ", 1)[-1])
-    return ("umask 077 && { [ -d ~/.ssh ] && d= || d=dir; } && mkdir -p ~/.ssh && "
-            "{ [ -e ~/.ssh/authorized_keys ] || echo $d > " + made + "; } && "
-            "touch ~/.ssh/authorized_keys && "
-            "{ [ ! -s ~/.ssh/authorized_keys ] || [ -z \"$(tail -c 1 ~/.ssh/authorized_keys)\" ] || "
-            "echo >> ~/.ssh/authorized_keys; } && "
-            f"printf '%s\\n' {shlex.quote(line)} >> ~/.ssh/authorized_keys")
+    return (f"umask 077 && {{ [ -d ~/.ssh ] && d= || d=dir; }} && mkdir -p ~/.ssh && "
+            f"{{ [ -e {AK} ] || echo $d > {made}; }} && {LOCK} && "
+            f"{{ [ ! -s {AK} ] || [ -z \"$(tail -c 1 {AK})\" ] || echo >&9; }} && "
+            f"printf '%s\\n' {shlex.quote(line)} >&9")
 
 
 def made_marker(comment: str) -> str:
@@ -60,13 +71,15 @@ def made_marker(comment: str) -> str:
 
 def unauthorize_command(key: RunKey) -> str:
     """Remove every line of this run (by its comment, which ends the line) from the login user's authorized_keys,
-    rewriting the file in place (its inode, mode and any link kept); a failed read changes nothing. A file the run
-    made, empty again, goes."""
+    rewriting the file in place (its inode, mode and any link kept) from a whole copy of its own; a failed read
+    changes nothing. A file the run made, empty again, goes (with ~/.ssh, when the run made that too)."""
     pattern = shlex.quote(f" {key.comment}$")
-    keep, made = "~/.ssh/.authorized_keys.dapo-stage", made_marker(key.comment)
-    return (f"[ -f ~/.ssh/authorized_keys ] || exit 0; umask 077; grep -v -- {pattern} ~/.ssh/authorized_keys > {keep}; "
-            f"rc=$?; if [ $rc -le 1 ]; then cat {keep} > ~/.ssh/authorized_keys; rc=$?; else rc=1; fi; rm -f {keep}; "
-            f"if [ $rc -eq 0 ] && [ -e {made} ]; then [ -s ~/.ssh/authorized_keys ] || rm -f ~/.ssh/authorized_keys; "
+    made = made_marker(key.comment)
+    return (f"[ -f {AK} ] || exit 0; umask 077; {LOCK} || exit 1; "
+            "keep=$(mktemp ~/.ssh/.authorized_keys.XXXXXXXX) || exit 1; "
+            f"grep -v -- {pattern} {AK} > \"$keep\"; rc=$?; "
+            f"if [ $rc -le 1 ]; then cat \"$keep\" > {AK}; rc=$?; else rc=1; fi; rm -f \"$keep\"; "
+            f"if [ $rc -eq 0 ] && [ -e {made} ]; then [ -s {AK} ] || rm -f {AK}; "
             f"d=$(cat {made}); rm -f {made}; [ \"$d\" != dir ] || rmdir ~/.ssh 2>/dev/null; fi; exit $rc")
 
 
@@ -75,10 +88,10 @@ def known_hosts_name(address: str, port: int) -> str:
 
 
 def hop_argv(run_dir: str, user: str, address: str, port: int) -> list[str]:
-    """The ssh command a node runs to reach the next one: this run's key only, the next node's host key from the
+    """The ssh command a node runs to reach the next one (no ssh config of the node's applies): this run's key only, the next node's host key from the
     run's known_hosts only, no agent, no prompts, no terminal. The remote command is the forced one whatever is
     asked (RELAY_COMMAND only names it in the node's logs)."""
-    return ["ssh", "-T", "-i", f"{run_dir}/key", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
+    return ["ssh", "-F", "/dev/null", "-T", "-i", f"{run_dir}/key", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
             "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={run_dir}/known_hosts",
             "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=10",
             "-o", "ForwardAgent=no", "-o", "ClearAllForwardings=yes", "-p", str(port), "-l", user, address, RELAY_COMMAND]

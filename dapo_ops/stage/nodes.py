@@ -9,7 +9,9 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
+import paramiko
 from fabric import Connection
 
 from dapo_ops.errors import DapoError, ParseError
@@ -19,6 +21,7 @@ from dapo_ops.job import node_files
 from dapo_ops.stage import keys, relay
 from dapo_ops.stage.plan import Digest, parse_hashes
 
+T = TypeVar("T")
 RELAY_FILES = (Path(relay.__file__), Path(node_files.__file__))
 HASH_RATE = 100 << 20      # bytes per second a node hashes at the least (sha256 of a local disk), for the timeout
 
@@ -51,6 +54,26 @@ def open_nodes(hosts: list[HostSpec]) -> list[Node]:
         close_nodes(nodes)
         raise failed[0] if failed else DapoError("a node did not answer in time")
     return nodes
+
+
+def each(nodes: list[Node], work: Callable[[Node], T]) -> dict[str, T]:
+    """work(node) on every node at once; waits for every one of them (none is left running behind a failure), then
+    raises the first failure, else returns node -> result."""
+    by_name = {n.name: n for n in nodes}
+
+    def guarded(host: HostSpec):
+        try:
+            return work(by_name[host.name]), None
+        except Exception as exc:
+            return None, exc
+
+    results = fan_out([n.host for n in nodes], guarded).results
+    failures = [exc for _, exc in results.values() if exc is not None]
+    if failures:
+        raise failures[0]
+    if len(results) < len(nodes):
+        raise DapoError("a node did not answer in time")
+    return {name: value for name, (value, _) in results.items()}
 
 
 def _try_connect(host: HostSpec):
@@ -94,7 +117,10 @@ def hash_files(node: Node, paths: list[str], timeout: float) -> dict[str, Digest
     """The node's copies of `paths`, hashed there; `timeout` is how long its answer may pause."""
     if not paths:
         return {}
-    code, out = exchange(node.conn, node.host, node.relay("hash"), json.dumps(paths).encode(), timeout)
+    try:
+        code, out = exchange(node.conn, node.host, node.relay("hash"), json.dumps(paths).encode(), timeout)
+    except (OSError, paramiko.SSHException) as exc:   # socket.timeout among them
+        raise DapoError(f"{node.name}: hashing its copies got no answer ({exc or 'timed out'})") from None
     if code != 0:
         raise DapoError(f"{node.name}: hashing its copies failed (exit {code})")
     return parse_hashes(out.decode(errors="replace"))
@@ -110,8 +136,17 @@ def list_model(node: Node, model_dir: str) -> dict:
         raise ParseError("relay.py list", "not a listing", line=out[:200]) from None
 
 
-def make_dirs(node: Node, directories: list[str]) -> None:
-    node.run("mkdir -p -- " + " ".join(map(shlex.quote, directories)), "make the job's directories")
+ANCESTOR_COMMAND = 'for d in "$@"; do while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; printf "%s\\n" "$d"; done'
+
+
+def existing_ancestors(node: Node, directories: list[str]) -> dict[str, str]:
+    """directory -> itself or its nearest ancestor that exists on the node (nothing is made)."""
+    out = node.run(f"sh -c {shlex.quote(ANCESTOR_COMMAND)} sh " + " ".join(map(shlex.quote, directories)),
+                   "look for the job's directories")
+    found = out.splitlines()
+    if len(found) != len(directories):
+        raise ParseError("nearest existing directory", f"{len(found)} lines for {len(directories)} directories")
+    return dict(zip(directories, found))
 
 
 SPACE_COMMAND = ('for d in "$@"; do while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; '
@@ -139,8 +174,10 @@ def parse_df(output: str, expected: int) -> list[tuple[str, int]]:
     return rows
 
 
-def install_hop(node: Node, key: keys.RunKey, next_node: Node | None, known_lines: list[str]) -> None:
-    """hop.json (and, when a node follows, the run's key and that node's host key) in the node's run directory."""
+def install_hop(node: Node, key: keys.RunKey | None, next_node: Node | None, known_lines: list[str],
+                allowed: dict[str, str]) -> None:
+    """hop.json (the files this node may write: target -> sha256, and, when a node follows, how to reach it, with
+    the run's key and that node's host key) in the node's run directory."""
     next_argv = None
     if next_node is not None:
         h = next_node.host
@@ -148,15 +185,20 @@ def install_hop(node: Node, key: keys.RunKey, next_node: Node | None, known_line
         write_file(node.conn, node.host, f"{node.run_dir}/key", key.private_openssh, 0o600, QUICK)
         write_file(node.conn, node.host, f"{node.run_dir}/known_hosts", ("\n".join(known_lines) + "\n").encode(),
                    0o600, QUICK)
-    config = {"name": node.name, "next": next_argv}
+    config = {"name": node.name, "next": next_argv, "allowed": allowed}
     write_file(node.conn, node.host, f"{node.run_dir}/hop.json", json.dumps(config).encode(), 0o600, QUICK)
 
 
-def authorize(node: Node, key: keys.RunKey) -> None:
-    """Let the previous node in: the run's key, forced to run this node's relay."""
+def authorize(node: Node, key: keys.RunKey, previous: Node) -> None:
+    """Let the previous node in: the run's key, forced to run this node's relay, from its address."""
     forced = node.host.command(node.relay("recv", f"{node.run_dir}/hop.json"))
-    node.run(keys.authorize_command(keys.authorized_line(key, forced)), "let the previous node in", login=True)
+    line = keys.authorized_line(key, forced, previous.host.address)
+    node.run(keys.authorize_command(line), "let the previous node in", login=True)
 
 
-def unauthorize(node: Node, key: keys.RunKey) -> None:
-    run(node.conn, dataclasses.replace(node.host, become_user=None), keys.unauthorize_command(key), QUICK)
+def unauthorize(node: Node, key: keys.RunKey) -> str:
+    """Take the run's key out of the node's authorized_keys; "" or why it failed."""
+    result = run(node.conn, dataclasses.replace(node.host, become_user=None), keys.unauthorize_command(key), QUICK)
+    if result.failure is not None or result.exit_code != 0:
+        return result.error or result.stderr.strip()[-200:] or f"exit {result.exit_code}"
+    return ""

@@ -36,8 +36,9 @@ PARTIAL_SUFFIX = ".dapo-partial"
 
 
 def partial_name(target: str) -> str:
+    """A hidden name of this writer's own beside the target (two relays writing one shared path never meet)."""
     head, tail = os.path.split(target)
-    return os.path.join(head, "." + tail + PARTIAL_SUFFIX)
+    return os.path.join(head, f".{tail}.{os.getpid()}.{os.urandom(4).hex()}{PARTIAL_SUFFIX}")
 
 
 # ------------------------------------------------------------------------------------------------ hash
@@ -93,6 +94,48 @@ def write_frames(entries: list, write) -> None:
 
 # ------------------------------------------------------------------------------------------------ recv
 
+class Partial:
+    """A file being received: written under a hidden name of its own in the target's directory (created
+    exclusively: never another writer's file, nor a link planted there), hashed as it is written, and renamed over
+    the target only by publish()."""
+
+    def __init__(self, target: str):
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        self.target = target
+        self.path = partial_name(target)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        self.file = os.fdopen(os.open(self.path, flags, 0o600), "wb")
+        self.digest = hashlib.sha256()
+        self.published = False
+
+    def write(self, block: bytes) -> None:
+        self.file.write(block)
+        self.digest.update(block)
+
+    def close(self, mode: int) -> str:
+        """Flushed to disk, given its mode, closed; its sha256."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        os.fchmod(self.file.fileno(), mode)
+        self.file.close()
+        return self.digest.hexdigest()
+
+    def publish(self) -> None:
+        os.replace(self.path, self.target)
+        self.published = True
+
+    def discard(self) -> None:
+        if self.published:
+            return
+        if not self.file.closed:
+            self.file.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.published = True     # nothing left to do
+
+
 class Reporter:
     def __init__(self, out):
         self.out = out
@@ -112,6 +155,8 @@ class Hop:
 
     def __init__(self, config: dict, reporter: Reporter):
         self.name = config["name"]
+        allowed = config.get("allowed")
+        self.allowed = dict(allowed) if isinstance(allowed, dict) else None
         self.reporter = reporter
         self.next = None
         self.written = 0
@@ -143,17 +188,26 @@ class Hop:
             self.last_report = now
             self.reporter.event("progress", node=self.name, bytes=self.written, files=self.files)
 
+    def refusal(self, head: dict) -> str:
+        """Why this hop will not write a frame addressed to it: only the files (and sha256) the controller listed in
+        this hop's own hop.json are written, whatever the previous node sends."""
+        if self.allowed is not None and self.allowed.get(head["target"]) != head["sha256"]:
+            return "not a file this run stages on this node"
+        return ""
+
     def take(self, head: dict, stream) -> bool:
         """One frame's bytes: written (when addressed here) and passed on. False when the stream ended early."""
-        mine = self.name in head["to"]
         target = head["target"]
-        out = None
-        digest = hashlib.sha256()
-        if mine:
-            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-            partial = partial_name(target)
-            out = os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                                    0o600), "wb")
+        writer = None
+        if self.name in head["to"]:
+            why = self.refusal(head)
+            if not why:
+                try:
+                    writer = Partial(target)
+                except OSError as exc:
+                    why = f"cannot write it: {exc.strerror or exc}"
+            if why:
+                self.fail(target, why)
         left = head["size"]
         try:
             while left:
@@ -162,37 +216,39 @@ class Hop:
                     return False
                 left -= len(block)
                 self.forward(block)
-                if out is not None:
-                    out.write(block)
-                    digest.update(block)
+                if writer is not None:
+                    try:
+                        writer.write(block)
+                    except OSError as exc:
+                        writer.discard()
+                        writer = None
+                        self.fail(target, f"writing it failed: {exc.strerror or exc}")
+                        continue
                     self.written += len(block)
                     self.progress()
-            if out is not None:
-                self.finish(out, head, digest.hexdigest())
+            if writer is not None:
+                self.finish(writer, head)
             return True
         finally:
-            if out is not None and not out.closed:
-                out.close()
-                try:
-                    os.unlink(partial_name(target))
-                except FileNotFoundError:
-                    pass
+            if writer is not None:
+                writer.discard()
 
-    def finish(self, out, head: dict, sha256: str) -> None:
-        target, partial = head["target"], partial_name(head["target"])
-        out.flush()
-        os.fsync(out.fileno())
-        os.fchmod(out.fileno(), head["mode"])
-        out.close()
-        if sha256 != head["sha256"]:
-            os.unlink(partial)
-            self.failed.append(target)
-            self.reporter.event("file", node=self.name, target=target, ok=False,
-                                why=f"arrived with sha256 {sha256}, expected {head['sha256']}")
+    def fail(self, target: str, why: str) -> None:
+        self.failed.append(target)
+        self.reporter.event("file", node=self.name, target=target, ok=False, why=why)
+
+    def finish(self, writer: "Partial", head: dict) -> None:
+        try:
+            sha256 = writer.close(head["mode"])
+            if sha256 != head["sha256"]:
+                self.fail(head["target"], f"arrived with sha256 {sha256}, expected {head['sha256']}")
+                return
+            writer.publish()
+        except OSError as exc:
+            self.fail(head["target"], f"could not be put in place: {exc.strerror or exc}")
             return
-        os.replace(partial, target)
         self.files += 1
-        self.reporter.event("file", node=self.name, target=target, ok=True)
+        self.reporter.event("file", node=self.name, target=head["target"], ok=True)
 
     def run(self, stream) -> int:
         ended = False

@@ -19,10 +19,11 @@ from typing import Callable
 
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.shared_dir import is_shared
-from dapo_ops.fleet.ssh import HostSpec, fan_out
+from dapo_ops.fleet.ssh import HostSpec
 from dapo_ops.fleet.transfer import read_file
 from dapo_ops.job.spec import JobSpec
 from dapo_ops.stage import checks, chain, nodes as node_ops
+from dapo_ops.stage.nodes import each
 from dapo_ops.stage.plan import Placement, SourceFile, StagePlan, check_targets, human_bytes, plan, target_dirs
 from dapo_ops.stage.source import (Source, data_targets, hash_local, local_model_names, model_refusal,
                                    model_targets, source_files)
@@ -100,10 +101,14 @@ def check_content(spec: JobSpec, files: list[SourceFile], source_node: node_ops.
         local = {f.target: f.source for f in files}
         if source_node is not None:
             model_dir = str(Path(scratch, "model"))
-            for f in wanted:
-                copy = Path(scratch, "model" if f.what == "model" else "data", posixpath.basename(f.target))
+            for index, f in enumerate(wanted):   # data files by index: two may share a name
+                name = posixpath.basename(f.target)
+                copy = Path(scratch, "model", name) if f.what == "model" else Path(scratch, "data", f"{index}-{name}")
                 copy.parent.mkdir(exist_ok=True)
-                copy.write_bytes(read_file(source_node.conn, source_node.host, f.source, 60 + f.size / (10 << 20)))
+                try:
+                    copy.write_bytes(read_file(source_node.conn, source_node.host, f.source, 60 + f.size / (10 << 20)))
+                except OSError as exc:   # socket.timeout among them
+                    raise DapoError(f"{source_node.name}: reading {f.source} for the checks failed ({exc})") from None
                 local[f.target] = str(copy)
         checks.check_data({local[f.target]: f.what for f in files if f.what != "model"})
         train = [local[f.target] for f in files if f.what == "data.train_files"]
@@ -111,15 +116,12 @@ def check_content(spec: JobSpec, files: list[SourceFile], source_node: node_ops.
     return counted if isinstance(counted, str) else counted.__dict__
 
 
-def find_shared(hosts: list[HostSpec], files: list[SourceFile]) -> list[str]:
-    """The target directories every node sees as one (a marker written on the first is seen on all)."""
-    return [d for d in target_dirs(files) if is_shared(hosts, d)]
-
-
-def each(nodes: list[node_ops.Node], work: Callable[[node_ops.Node], object]) -> dict[str, object]:
-    """work(node) on every node at once; the first exception is raised."""
-    by_name = {n.name: n for n in nodes}
-    return fan_out([n.host for n in nodes], lambda host: work(by_name[host.name])).results
+def find_shared(first: node_ops.Node, hosts: list[HostSpec], files: list[SourceFile]) -> list[str]:
+    """The target directories every node sees as one: each one's nearest existing directory on the first node is
+    tested (a marker written there is seen on all; nothing is made). The root filesystem is no shared one."""
+    ancestors = node_ops.existing_ancestors(first, target_dirs(files))
+    shared = {a for a in set(ancestors.values()) if a != "/" and is_shared(hosts, a)}
+    return [d for d, a in ancestors.items() if a in shared]
 
 
 def read_listings(nodes: list[node_ops.Node], files: list[SourceFile], placement: Placement) -> dict:
@@ -161,17 +163,16 @@ def stage(spec: JobSpec, job_hosts: list[HostSpec], inventory_hosts: list[HostSp
         if source_host is not None:
             source_node = node_ops.open_nodes([source_host])[0]
             cleanup.callback(node_ops.close_nodes, [source_node])
-            node_ops.push_relay(source_node)
             cleanup.callback(node_ops.remove_run_dir, source_node)
+            node_ops.push_relay(source_node)
         files, left_out = gather_sources(spec, model_from, data_from, source_node, hooks)
         hooks.say("checking the data files and counting overlong prompts")
         overlong = check_content(spec, files, source_node)
         nodes = node_ops.open_nodes(job_hosts)
         cleanup.callback(node_ops.close_nodes, nodes)
+        cleanup.callback(each, nodes, node_ops.remove_run_dir)    # each node's, once it has one
         each(nodes, node_ops.push_relay)
-        cleanup.callback(each, nodes, node_ops.remove_run_dir)
-        each(nodes, lambda n: node_ops.make_dirs(n, target_dirs(files)))
-        shared = find_shared(job_hosts, files)
+        shared = find_shared(nodes[0], job_hosts, files)
         placement = Placement([n.name for n in nodes], tuple(shared))
         hooks.say(f"hashing the copies on {len(nodes)} node(s)")
         the_plan = plan(files, placement, read_listings(nodes, files, placement))

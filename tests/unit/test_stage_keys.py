@@ -207,3 +207,23 @@ def test_a_ssh_directory_the_run_made_goes_too_but_not_one_that_was_there(tmp_pa
     assert run_bash(keys.authorize_command(keys.authorized_line(key, RELAY)), home).returncode == 0
     assert run_bash(keys.unauthorize_command(key), home).returncode == 0
     assert (home / ".ssh").is_dir() and list((home / ".ssh").iterdir()) == []
+
+
+def test_runs_ending_at_once_never_damage_the_users_keys(tmp_path):
+    """Two runs' removals (and another's addition) on one node at the same moment, many times: the user's own
+    lines are always there whole (the rewrite is locked and each run has its own scratch copy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    others = "".join(f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperator{n:03d} user{n}@host\n" for n in range(50))
+    path = authorized_keys(tmp_path, others)
+    for round_ in range(25):
+        a, b, c = (keys.new_key(f"r{round_}{x}") for x in "abc")
+        for key in (a, b):
+            assert run_bash(keys.authorize_command(keys.authorized_line(key, RELAY)), tmp_path).returncode == 0
+        with ThreadPoolExecutor(3) as pool:
+            done = list(pool.map(lambda cmd: run_bash(cmd, tmp_path), [
+                keys.unauthorize_command(a), keys.unauthorize_command(b),
+                keys.authorize_command(keys.authorized_line(c, RELAY))]))
+        assert all(d.returncode == 0 for d in done), [d.stderr for d in done]
+        assert run_bash(keys.unauthorize_command(c), tmp_path).returncode == 0
+        assert path.read_text() == others, f"round {round_}"

@@ -125,3 +125,49 @@ def test_list_answers_with_node_files_definition(tmp_path):
     answer = json.loads(out.stdout)
     assert answer["files"] == ["config.json"] and answer["left_out"] == ["pytorch_model.bin"]
     assert any("holds no weights" in p for p in answer["problems"])
+
+
+def _hop(tmp_path, name: str, allowed: dict | None, nxt: list[str] | None = None) -> list[str]:
+    hop = tmp_path / f"hop-{name}.json"
+    hop.write_text(json.dumps({"name": name, "next": nxt, "allowed": allowed}))
+    return [sys.executable, str(RELAY), "recv", str(hop)]
+
+
+def test_a_hop_writes_only_what_its_own_hop_file_lists_whatever_the_stream_says(tmp_path):
+    listed = _entry(tmp_path, "listed", b"ok\n", ["a"], tmp_path / "t")
+    other = _entry(tmp_path, "planted", b"ssh-ed25519 AAAA attacker\n", ["a"], tmp_path / "t")
+    code, events = _run(_hop(tmp_path, "a", {listed["target"]: listed["sha256"]}), _stream([listed, other]))
+    assert code == 1
+    assert Path(listed["target"]).read_bytes() == b"ok\n" and not Path(other["target"]).exists()
+    refused = [e for e in events if e["event"] == "file" and not e["ok"]]
+    assert [e["target"] for e in refused] == [other["target"]] and "not a file this run stages" in refused[0]["why"]
+
+
+def test_a_file_that_cannot_be_written_fails_alone_and_the_stream_goes_on_to_the_next_node(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "blocked").write_text("a file where a directory is needed")
+    bad = _entry(tmp_path, "x", os.urandom(5000), ["a"], tmp_path / "t" / "blocked")
+    good = _entry(tmp_path, "y", os.urandom(5000), ["a", "b"], tmp_path / "u")
+    later = _entry(tmp_path, "z", os.urandom(5000), ["b"], tmp_path / "v")
+    b = _hop(tmp_path, "b", None)
+    code, events = _run(_hop(tmp_path, "a", None, b), _stream([bad, good, later]))
+    done = {e["node"]: e for e in events if e["event"] == "done"}
+    assert done["a"]["complete"] and done["a"]["failed"] == [bad["target"]] and done["a"]["files"] == 1
+    assert done["b"]["complete"] and done["b"]["files"] == 2 and not done["b"]["failed"]
+    assert Path(later["target"]).read_bytes() == Path(later["source"]).read_bytes()
+
+
+def test_two_relays_writing_one_shared_path_both_leave_it_whole(tmp_path):
+    """Two nodes of a directory only some of them share: both write the same target at once."""
+    entry = _entry(tmp_path, "shard", os.urandom(4 * relay.CHUNK), ["a"], tmp_path / "shared")
+    stream = _stream([entry])
+    procs = [subprocess.Popen(_hop(tmp_path, "a", None), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             for _ in range(2)]
+    for proc in procs:   # interleave the two streams a chunk at a time
+        proc.stdin.write(stream[: relay.CHUNK])
+    for proc in procs:
+        proc.stdin.write(stream[relay.CHUNK:])
+        proc.stdin.close()
+    assert [proc.wait(60) for proc in procs] == [0, 0]
+    assert Path(entry["target"]).read_bytes() == Path(entry["source"]).read_bytes()
+    assert [p.name for p in (tmp_path / "shared").iterdir()] == ["shard"]
