@@ -1,8 +1,8 @@
 """`dapo-ops stage` on 3 simulated nodes with 200 Mbit/s links: the files pass from node to node and hash to the
 source's on every node; a rerun sends nothing; a shard changed on one node (size and mtime kept) is found by its
 hash and sent again; a node can be the source; a directory every node shares is written once; Ctrl-C leaves no
-file under its name that is not whole; a bad source is refused before anything changes; the run's keys and
-directories are gone afterwards."""
+file under its name that is not whole; a bad source is refused before anything changes; nodes a firewall keeps
+apart get their files from the controller; the run's keys and directories are gone afterwards."""
 
 from __future__ import annotations
 
@@ -166,3 +166,26 @@ def test_a_bad_source_is_refused_before_anything_changes(fleet, tmp_path):
     assert "Traceback" not in done.stderr
     for host in fleet["hosts"]:
         assert run_on(host, "test -e /data/models/refused || test -e /data/dapo-refused").exit_code == 1
+
+
+def test_nodes_that_cannot_reach_each_other_get_their_files_from_the_controller(fleet):
+    node1, node2 = fleet["state"].nodes[:2]
+    rules = (f"add table inet stagetest; add chain inet stagetest input {{ type filter hook input priority 0; }}; "
+             f"add rule inet stagetest input ip saddr {node1.ip} tcp dport 22 reject with tcp reset")
+    subprocess.run(["ip", "netns", "exec", node2.netns, "nft", rules], check=True)
+    try:
+        job = job_at(fleet["tmp"], "direct", "/data/models/direct", "/data/dapo-direct")
+        before = {h.name: traces(h) for h in fleet["hosts"]}
+        done, doc = stage(fleet, *from_source(fleet), job=job)
+    finally:
+        subprocess.run(["ip", "netns", "exec", node2.netns, "nft", "delete table inet stagetest"], check=True)
+    assert done.returncode == 0, done.stderr
+    assert doc["mode"] == "direct" and "node2" in doc["why_direct"], doc["why_direct"]
+    total = sum(len(b) for b in fleet["files"].values())
+    assert doc["sent_bytes"] == pytest.approx(3 * total, rel=0.01)     # each node its own files, from the controller
+    want = {path.replace("/data/models/tiny/", "/data/models/direct/").replace("/data/dapo-stage/",
+                                                                               "/data/dapo-direct/"):
+            hashlib.sha256(data).hexdigest() for path, data in fleet["files"].items()}
+    for host in fleet["hosts"]:
+        assert hashes(host, sorted(want)) == want, host.name
+    assert {h.name: traces(h) for h in fleet["hosts"]} == before
