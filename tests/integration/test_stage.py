@@ -138,17 +138,25 @@ def test_ctrl_c_leaves_no_file_under_its_name_that_is_not_whole_and_a_rerun_fini
     command = [sys.executable, "-m", "dapo_ops.cli", "stage", str(job), "-i", str(fleet["inventory"]), "--nodes", "3",
                *from_source(fleet)]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)     # past the checks and into the 80 MiB stream (about 3.5 s at 200 Mbit/s)
+    # interrupted once the last node is writing its first shard (the nodes' /data, as the controller sees it)
+    receiving = Path(fleet["state"].nodes[-1].dir, "data", "models", "interrupted")
+    deadline = time.monotonic() + 60
+    while not list(receiving.glob(".*.safetensors.*.dapo-partial")) and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.02)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode != 0, stderr
     want = {path.replace("/data/models/tiny/", "/data/models/interrupted/").replace("/data/dapo-stage/",
                                                                                     "/data/dapo-interrupted/"):
             hashlib.sha256(data).hexdigest() for path, data in fleet["files"].items()}
+    missing = 0
     for host in fleet["hosts"]:
         found = hashes(host, sorted(want))
         assert all(sha == "missing" or sha == want[path] for path, sha in found.items()), (host.name, found)
         assert "dapo-stage" not in traces(host) and ".dapo-partial" not in traces(host), host.name
+        missing += sum(sha == "missing" for sha in found.values())
+    assert missing, "the interrupt came after the last file"
     done, doc = stage(fleet, *from_source(fleet), job=job)
     assert done.returncode == 0, done.stderr
     for host in fleet["hosts"]:
