@@ -1,5 +1,5 @@
-"""Reading the logs, choosing the baseline, and writing the report's files: summary.json, summary.txt, the PNG
-plots and report.html."""
+"""Reading the logs, choosing the baseline, and writing the report's files: summary.json, summary.txt, every
+step's metrics (steps.csv, steps.jsonl), the PNG plots and report.html."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dapo_ops.report.summary import SEED, baseline_from_summary, compare, summar
 from dapo_ops.report.table import as_text
 
 SUMMARY_NAME, TEXT_NAME, HTML_NAME = "summary.json", "summary.txt", "report.html"
+STEPS_CSV, STEPS_JSONL = "steps.csv", "steps.jsonl"
 
 
 def read_logs(paths: list[Path], fill_from: Path | None = None) -> RunMetrics:
@@ -63,17 +64,22 @@ def resolve_baseline(value: str | None, runs_dir: Path) -> dict | None:
 
 
 def write_report(run: RunMetrics, summary: dict, out: Path, title: str, baseline: dict | None) -> dict:
-    """Writes every file of the report into `out`; returns the summary document (what --json prints)."""
+    """Writes every file of the report into `out`; returns the summary document with every step's metrics under
+    "steps" (what --json prints; summary.json leaves the steps to steps.jsonl)."""
     from dapo_ops.report.html import page
     from dapo_ops.report.plots import draw_all
+    from dapo_ops.report.step_table import step_records, steps_csv, steps_jsonl
 
     comparison = compare(summary, baseline) if baseline else None
     make_dirs(out)
     plots = draw_all(run, out, baseline)
-    files = {"summary": out / SUMMARY_NAME, "text": out / TEXT_NAME, "html": out / HTML_NAME, **plots}
+    files = {"summary": out / SUMMARY_NAME, "text": out / TEXT_NAME, "html": out / HTML_NAME,
+             "steps_csv": out / STEPS_CSV, "steps_jsonl": out / STEPS_JSONL, **plots}
     document = {"title": title, "summary": summary, "comparison": comparison,
                 "files": {name: str(path) for name, path in files.items()}}
     write_text(files["summary"], json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(files["steps_csv"], steps_csv(run))
+    write_text(files["steps_jsonl"], steps_jsonl(run))
     write_text(files["text"], as_text(summary, comparison))
     write_text(files["html"], page(title, summary, plots, comparison))
-    return document
+    return {**document, "steps": step_records(run)}

@@ -90,9 +90,13 @@ class RunMetrics:
         return sorted(self.steps.items())
 
 
-def _number(raw: bytes) -> float | None:
+def _number(raw: bytes) -> float | int | None:
+    """The value as logged: an int for an integer literal (so steps.csv writes it as it was), else a float."""
     if raw.startswith(b"np."):      # numpy >= 2: np.float64(0.5); unwrapped first, an exception per value is slow
         raw = raw[raw.find(b"(") + 1:raw.rfind(b")")]
+    digits = raw.strip()
+    if digits.isdigit() or (digits[:1] == b"-" and digits[1:].isdigit()):
+        return int(digits)
     try:
         return float(raw)
     except ValueError:
@@ -263,7 +267,8 @@ def parse_jsonl(lines: Iterable[bytes | str]) -> tuple[list[StepLine], int]:
         if not isinstance(step, int) or not isinstance(data, dict):
             unreadable += 1
             continue
-        records.append(StepLine(step, {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}))
+        records.append(StepLine(step, {k: v if type(v) is int else float(v) for k, v in data.items()
+                                       if isinstance(v, (int, float))}))
     return records, unreadable
 
 

@@ -46,6 +46,7 @@ def test_a_log_gives_the_summary_the_plots_and_the_page(tmp_path):
     assert result.returncode == 0, result.stderr
     assert doc["summary"]["step_time_s"]["median"] == 150.0
     assert doc["comparison"]["figures"]["step_time_s"]["ratio"] == pytest.approx(125.0)
+    steps = doc.pop("steps")
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == doc
     assert "step time" in (tmp_path / "out" / "summary.txt").read_text()
     for name in ("score", "response_length", "step_time", "tokens_per_s"):
@@ -59,6 +60,23 @@ def test_a_log_gives_the_summary_the_plots_and_the_page(tmp_path):
         assert png_size(base64.b64decode(source.split(",", 1)[1])) == (800, 450)
     text = (tmp_path / "out" / "report.html").read_text()
     assert 'src="http' not in text and "<link" not in text and "<script" not in text   # nothing from outside
+
+
+def test_every_steps_logged_values_go_to_steps_csv_and_steps_jsonl(tmp_path):
+    import csv
+
+    result, doc = report(tmp_path, DATA / "numpy2.log")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader((tmp_path / "out" / "steps.csv").open()))
+    lines = [json.loads(line) for line in (tmp_path / "out" / "steps.jsonl").read_text().splitlines()]
+    assert doc["files"]["steps_csv"].endswith("steps.csv") and doc["steps"] == lines
+    assert [r["step"] for r in rows] == [str(line["step"]) for line in lines] and len(rows) >= 3
+    logged = (DATA / "numpy2.log").read_text()
+    for row in rows:    # each value as the log has it (numpy's np.float64(x) unwrapped)
+        for key, value in row.items():
+            if key != "step" and value:
+                assert f"{key}:{value} " in logged or f"{key}:np.float64({value})" in logged or \
+                    f"{key}:np.int64({value})" in logged or f"{key}:{value}\n" in logged, (key, value)
 
 
 def test_the_table_for_people(tmp_path):
