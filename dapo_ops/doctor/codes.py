@@ -99,6 +99,26 @@ def decode_details(details: dict[str, str]) -> list[str]:
         words.append(cann_code(details["cann_code"]))
     if "peer_ip" in details:
         words.append(f"the peer HCCL names: {details['peer_ip']} device {details.get('peer_device', '?')}")
+    return words + _named_details(details)
+
+
+def _named_details(details: dict[str, str]) -> list[str]:
+    """The names a signature's regex captured (an operator, a port, a version requirement), in words."""
+    words = []
+    if "acl_code" in details:
+        call = f"{details['acl_call']}: " if "acl_call" in details else ""
+        words.append(call + acl_code(int(details["acl_code"])))
+    if "op" in details:
+        words.append(f"operator {details['op']}")
+    if "port" in details:
+        words.append(f"port {details['port']}")
+    if "requirement" in details:
+        words.append(f"needs {details['requirement']}, found {details.get('found', '?')}")
+    if "name" in details:
+        words.append(f"{details.get('module', 'the module')} has no {details['name']}")
+    for key, label in (("function", "function"), ("chardev", "device file"), ("proto", "generated code")):
+        if key in details:
+            words.append(f"{label} {details[key]}")
     return words
 
 

@@ -125,7 +125,11 @@ def _fill(template: str | None, event: Event, run: str | None) -> str | None:
 def _finding(group: list[Event], catalog: Catalog, run: str | None) -> Finding:
     first = group[0]
     signature = catalog.by_id[first.signature]
-    decoded = decode_details(first.details)
+    details: dict[str, str] = {}
+    for event in group:     # a message's lines: the code on one, the operator or port on the next
+        for key, value in event.details.items():
+            details.setdefault(key, value)
+    decoded = decode_details(details)
     cause = f"{where(first.node, first.rank, first.npu)}: {signature.meaning}"
     if decoded:
         cause += " [" + "; ".join(decoded) + "]"

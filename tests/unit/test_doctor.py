@@ -38,6 +38,24 @@ def test_each_fixture_is_diagnosed_as_its_signature(fixture):
     assert report["root"]["signature"] == fixture.name
     assert (report["note"] is None) == signature.fatal
     assert report["root"]["evidence"][0]["file"].startswith(f"{fixture.name}/")
+    quoted = report["root"]["evidence"][0]["text"]          # the key line itself, quoted as evidence
+    assert default_catalog().match(quoted)[0].id == fixture.name, quoted
+
+
+@pytest.mark.parametrize("fixture, words", [
+    ("acl-aicore-exception", ["operator GatherV3"]),
+    ("aclnn-op-binary-missing", ["operator Range"]),
+    ("aclnn-call-failed", ["operator aclnnGroupedMatmulV4"]),
+    ("hccl-port-in-use", ["port 60000"]),                     # from the TraceBack line under EJ0003
+    ("torch-store-port-in-use", ["port 29500"]),
+    ("ray-port-in-use", ["port 6380"]),
+    ("transformers-version-mismatch", ["needs tokenizers>=0.22.0,<=0.23.0, found tokenizers==0.21.1",
+                                       "transformers has no Qwen3MoeConfig"]),
+])
+def test_what_a_signature_captures_is_decoded_in_the_root_cause(fixture, words):
+    report = json.loads(run_cli("doctor", DATA / "single" / fixture, "--json").stdout)
+    assert all(word in report["root"]["decoded"] for word in words), report["root"]["decoded"]
+    assert all(word in report["root"]["cause"] for word in words)
 
 
 def test_two_nodes_name_node2_rank_21_and_node1_s_ei0006_as_its_consequence():

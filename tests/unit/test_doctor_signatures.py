@@ -64,10 +64,34 @@ def test_the_issue_s_signatures_are_there(catalog):
     ("(TaskRunner pid=88) ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many.",
      "dapo-max-gen-batches"),
     ("[ERROR] TBE Subprocess[task_distribute] raise error[], main process disappeared!", "tbe-subprocess-exit-noise"),
+    # issue 31: what the new signatures must and must not take from the older ones
+    ("HCCL function error: HcclGetRootInfo(&hcclID), error code is 11", "hccl-init-error-code"),
+    ("HCCL function error: HcclAllreduce(...), error code is 6", "hccl-op-error-code"),
+    ("RuntimeError: aclrtMapMem failed with acl error code: 207000 camem_allocator.cpp:77", "acl-feature-not-supported"),
+    ("RuntimeError: aclrtUnmapMem failed with acl error code: 507000 camem_allocator.cpp:91", "vllm-camem-call-failed"),
+    ("[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in "
+     "use).", "torch-store-port-in-use"),
+    ("OSError: [Errno 98] Address already in use", "host-address-in-use"),
+    ("[ 9001.000001] Memory cgroup out of memory: Killed process 4121 (ray::WorkerDict)", "host-oom-killer"),
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+     "ray-memory-monitor-kill"),
+    ("RuntimeError: The Inner error is reported as above. error code is 507015", "acl-aicore-exception"),
+    ("ImportError: cannot import name 'runtime_version' from 'google.protobuf'", "protobuf-gencode-runtime-mismatch"),
+    ("ImportError: libhccl.so: cannot open shared object file: No such file or directory", "libhccl-missing"),
 ])
 def test_a_line_finds_its_signature(catalog, line, expected):
     signature, _ = catalog.match(line)
     assert signature.id == expected
+
+
+def test_an_ai_cpu_kernel_is_not_taken_for_an_ai_core_one(catalog):
+    line = ("[ERROR] RUNTIME(24810,python):2025-11-02-10:14:03.101.223 aicpu kernel execute failed, device_id=0, "
+            "stream_id=628, task_id=13, fault so_name=, fault kernel_name=Slice, extend_info=()")
+    found = catalog.match(line)
+    assert found is None or found[0].id != "acl-aicore-exception"
+    _, details = catalog.match("[ERROR] RUNTIME(1,python):x Aicore kernel execute failed, device_id=0, stream_id=2, "
+                               "task_id=1, flip_num=0, fault kernel_name=Add_ee98c6628030785f_high_performance_2100")
+    assert details == {"op": "Add"}
 
 
 def test_regex_groups_become_details(catalog):
