@@ -26,6 +26,8 @@ from dapo_sim.fleet import FleetSpec
 from dapo_sim.stage import job_files
 from dapo_sim.staging import write_source
 
+from .helpers import sigint_as_at_a_terminal
+
 JOB = PROJECT_ROOT / "jobs" / "qwen3-30b-a3b-dapo.yaml"
 WEIGHTS = 40 << 20
 SHARED = Path("/srv/dapo-stage-test")      # outside the nodes' private directories: one filesystem all nodes see
@@ -137,7 +139,8 @@ def test_ctrl_c_leaves_no_file_under_its_name_that_is_not_whole_and_a_rerun_fini
     job = job_at(fleet["tmp"], "interrupted", "/data/models/interrupted", "/data/dapo-interrupted")
     command = [sys.executable, "-m", "dapo_ops.cli", "stage", str(job), "-i", str(fleet["inventory"]), "--nodes", "3",
                *from_source(fleet)]
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=sigint_as_at_a_terminal)   # CI's runner ignores SIGINT (a background job)
     # interrupted once the last node is writing its first shard (the nodes' /data, as the controller sees it)
     receiving = Path(fleet["state"].nodes[-1].dir, "data", "models", "interrupted")
     deadline = time.monotonic() + 60
