@@ -35,7 +35,7 @@ NODE_KNOBS = {
 NPU_KNOBS = {
     "health": "Warning | Alarm | Critical | UNKNOWN",
     "missing": "the NPU is not detected (no PCI function, no /dev/davinciK, absent from npu-smi)",
-    "temp": "NPU temperature in C",
+    "temp": "NPU temperature in C, pinned (load does not move it)",
     "link": "UP | DOWN (hccn_tool -link)",
     "net_health": "e.g. Fault (hccn_tool -net_health)",
     "no-ip": "no device IP configured ('Get ipconf failed ...')",
@@ -225,6 +225,7 @@ def build_node_model(name: str, index: int, npus_per_node: int, faults: list[Fau
             npu["present"] = False
         elif fault.knob == "temp":
             npu["temp_c"] = int(fault.value)
+            npu["temp_pinned"] = True
         elif fault.knob == "link":
             npu["link"] = fault.value
         elif fault.knob == "net_health":

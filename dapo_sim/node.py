@@ -156,6 +156,9 @@ def _write_hardware(node: NodeState, d: Path, npus_per_node: int, faults: list[h
     hw = d / "hw"
     (hw / "hw.json").write_text(json.dumps(model, indent=1, sort_keys=True))
     (hw / "fabric").mkdir()
+    # the stand-in job's workers mark their NPUs busy here, whoever they run as; npu-smi reads it (ascend_emu.py live)
+    (hw / "load").mkdir()
+    (hw / "load").chmod(0o1777)
     fabric.mkdir(exist_ok=True)
     (fabric / f"{node.name}.json").write_text(json.dumps(hwmodel.fabric_entry(model)))
     (hw / "boot_id").write_text(model["boot_id"] + "\n")

@@ -144,6 +144,7 @@ def repo_files(manifest: StackManifest, verl_wheel: Path) -> dict[str, tuple[str
         "recipe/__init__.py": "",
         "recipe/dapo/main_dapo.py": MAIN_DAPO,
         "recipe/dapo/sim_checkpoints.py": (ASSETS / "verl_checkpoints.py").read_text(),
+        "recipe/dapo/sim_npu_load.py": (ASSETS / "verl_npu_load.py").read_text(),
         verl.extra["recipe_config"]: DAPO_TRAINER_YAML,
         # The real file at the pinned tag (recorded in the lock's inputs).
         verl.extra["requirements"]: recorded_layer(manifest, "verl", verl.extra["requirements"]),

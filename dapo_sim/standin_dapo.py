@@ -28,7 +28,8 @@ first training step, and what the product depends on, happens for real:
   vllm-ascend's own assertion.
 Then it logs step 0 (the dry mode's `dapo_ops/*` facts, with the rows read and the overlong prompts counted) as
 verl's console and file loggers do and exits 0 (the documented dry mode), after "training" for
-DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per step, each logged with its measured
+DAPO_SIM_TRAIN_SECONDS (default 0) in the TaskRunner: a 2 s sleep per step (every NPU node's load marker set busy
+for it: recipe/dapo/sim_npu_load.py), each logged with its measured
 `timing_s/step` (for `report --follow` and tests of a node lost in training), saving and resuming checkpoints as
 verl does on disk (recipe/dapo/sim_checkpoints.py: trainer.save_freq, max_actor_ckpt_to_keep, resume_mode).
 """
@@ -276,8 +277,12 @@ class TaskRunner:
         resumed = checkpoints.load()  # recipe/dapo/dapo_ray_trainer.py fit: _load_checkpoint before anything
         _log(resumed, metrics, logger)
         count = math.ceil(float(os.environ.get("DAPO_SIM_TRAIN_SECONDS") or 0) / 2)  # the sim's training time
+        from recipe.dapo.sim_npu_load import mark_busy, npu_nodes
+
+        nodes, since = npu_nodes(), time.time()
         for step in range(resumed + 1, resumed + count + 1):
             started = time.monotonic()
+            mark_busy(nodes, since, time.time() + 3)
             time.sleep(2)
             # the keys verl's DAPO trainer logs for every step that the stand-in can measure: the step's wall time
             # (recipe/dapo/dapo_ray_trainer.py, marked_timer("step")) and the step counters
@@ -288,6 +293,8 @@ class TaskRunner:
                 checkpoints.save(step)
                 values["timing_s/save_checkpoint"] = time.monotonic() - saving
             _log(step, values, logger)
+        if count:
+            mark_busy(nodes, since, time.time())
         if logger is not None:
             logger.close()
         return {"nnodes": config["trainer"]["nnodes"], "npus": config["trainer"]["n_gpus_per_node"],

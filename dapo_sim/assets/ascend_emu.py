@@ -15,8 +15,10 @@ public 910B setup guides; hccn_tool and lspci from public samples and the MindCl
 """
 
 import json
+import math
 import os
 import sys
+import time
 
 HW_DIR = os.environ.get("DAPO_SIM_HW_DIR", "/dev/.dapo-sim")
 ASCEND = os.environ.get("DAPO_SIM_ASCEND", "/usr/local/Ascend")
@@ -27,10 +29,13 @@ KV = "\t%-30s : %s"
 
 def load_hw():
     with open(os.path.join(HW_DIR, "hw.json")) as f:
-        return json.load(f)
+        hw = json.load(f)
+    hw["_markers"] = load_markers()
+    return hw
 
 
 def save_hw(hw):
+    hw = {k: v for k, v in hw.items() if not k.startswith("_")}
     path = os.path.join(HW_DIR, "hw.json")
     tmp = path + ".%d.tmp" % os.getpid()
     with open(tmp, "w") as f:
@@ -40,6 +45,56 @@ def save_hw(hw):
 
 def present(hw):
     return [n for n in hw["npus"] if n.get("present", True)]
+
+
+# How a loaded NPU's readings move (not measured on a 910B: shaped so a step shows, within a minute, in AICore %,
+# temperature and power): each AICore percent adds RISE_C degrees at equilibrium, reached with time constant TAU_S,
+# and WATT_PER_PCT watts at once.
+RISE_C, TAU_S, WATT_PER_PCT = 0.3, 15.0, 2.6
+
+
+def load_markers():
+    """What runs on the node's NPUs: every JSON file in HW_DIR/load, written by the stand-in job's workers
+    ({"since": epoch, "until": epoch, "aicore_pct": N, "hbm_fraction": F, "npus": [ids] or absent for all})."""
+    directory = os.path.join(HW_DIR, "load")
+    markers = []
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name)) as f:
+                marker = json.load(f)
+            markers.append({"since": float(marker["since"]), "until": float(marker["until"]),
+                            "aicore_pct": int(marker["aicore_pct"]), "npus": marker.get("npus"),
+                            "hbm_fraction": float(marker.get("hbm_fraction", 0))})
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a marker being written, or not one
+    return markers
+
+
+def live(npu, hw, now=None):
+    """The NPU's readings now: its idle model, moved by the load markers that name it. A pinned temperature (the
+    `temp` fault knob) stays as set."""
+    now = time.time() if now is None else now
+    npu = dict(npu)
+    mine = [m for m in hw.get("_markers", []) if m["npus"] is None or npu["id"] in m["npus"]]
+    busy = [m for m in mine if m["since"] <= now <= m["until"]]
+    pct = max((m["aicore_pct"] for m in busy), default=0)
+    if pct:
+        pct = max(1, min(100, pct - (npu["id"] * 3) % 7 + (int(now) * 7 + npu["id"] * 13) % 11 - 5))
+        share = max(m["hbm_fraction"] for m in busy)
+        npu["hbm_used_mb"] = max(npu["hbm_used_mb"], int(hw["hbm_mb"] * share))
+    rise = 0.0
+    for m in mine:   # each load period heats while it lasts and cools after
+        if m["since"] > now:
+            continue
+        heated = RISE_C * m["aicore_pct"] * (1 - math.exp(-(min(now, m["until"]) - m["since"]) / TAU_S))
+        rise = max(rise, heated * math.exp(-max(0.0, now - m["until"]) / TAU_S))
+    npu["aicore_pct"] = pct
+    if not npu.get("temp_pinned"):
+        npu["temp_c"] = int(round(npu["temp_c"] + rise))
+    npu["power_w"] = round(npu["power_w"] + WATT_PER_PCT * pct, 1)
+    return npu
 
 
 def find_npu(hw, npu_id):
@@ -111,7 +166,8 @@ def npu_smi_table(hw):
     out.append(row(" NPU   Name", " Health", " Power(W)    Temp(C)           Hugepages-Usage(page)"))
     out.append(row(" Chip", " Bus-Id", " AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)"))
     out.append(SEP_EQ)
-    for npu in present(hw):
+    now = time.time()
+    for npu in (live(n, hw, now) for n in present(hw)):
         first = " %-12s%-18s%s" % ("%.1f" % npu["power_w"], npu["temp_c"], usage_pair(0, 0))
         second = " %-12s%-18s%s" % (npu["aicore_pct"], usage_pair(0, 0), usage_pair(npu["hbm_used_mb"], hw["hbm_mb"]))
         out.append(row(" %-6s%s" % (npu["id"], hw["chip_name"]), " " + npu["health"], first))
@@ -157,6 +213,7 @@ def npu_smi_type(hw, kind, npu_id, chip):
     if npu is None:
         print("The NPU ID %d is invalid." % npu_id)
         sys.exit(1)
+    npu = live(npu, hw)
     if kind == "board":
         lines = [KV % ("NPU ID", npu_id)]
         if chip is None:

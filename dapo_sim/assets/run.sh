@@ -1,6 +1,7 @@
 #!/bin/sh
 # Dispatcher for the emulated node tools (dapo-ops simulated fleet): runs ascend_emu.py, and serves repeated
-# read-only queries from a cache that any change of the hardware model or of the installed driver invalidates.
+# read-only queries from a cache that any change of the hardware model, of the installed driver or of the NPUs' load
+# invalidates (npu-smi's readings follow a load marker written in the last 2 minutes: never cached then).
 # The tools are symlinks to this file (npu-smi, hccn_tool, lspci, ...): the name it is called by is the tool.
 here=/dev/.dapo-sim
 tool=${0##*/}
@@ -13,6 +14,10 @@ case "$tool $*" in
   "hccn_tool "*" -g") cacheable=1 ;;
   *) cacheable=0 ;;
 esac
+load=$here/load
+if [ "$tool" = npu-smi ] && [ -n "$(find "$load" -name '*.json' -mmin -2 2>/dev/null | head -n 1)" ]; then
+  cacheable=0
+fi
 if [ "$cacheable" = 0 ]; then
   exec /usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@"
 fi
@@ -24,7 +29,14 @@ case "$key" in
 esac
 cached=$here/cache/$key
 driver=${DAPO_SIM_ASCEND:-/usr/local/Ascend}/driver/version.info
+fresh=0
 if [ -f "$cached" ] && [ "$cached" -nt "$here/hw.json" ] && [ "$cached" -nt "$driver" ]; then
+  fresh=1
+  for marker in "$load"/*.json; do
+    if [ -e "$marker" ] && [ "$marker" -nt "$cached" ]; then fresh=0; fi
+  done
+fi
+if [ "$fresh" = 1 ]; then
   exec cat "$cached"
 fi
 mkdir -p "$here/cache"

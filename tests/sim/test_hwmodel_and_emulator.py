@@ -187,3 +187,36 @@ def test_sim_reboot_activates_pending_firmware_and_changes_boot_id(tmp_path):
     assert after["firmware"] == {"active": "7.7.0.1.231", "pending": None}
     assert after["boot_id"] != before and after["boots"] == 1
     assert (node.hw_dir / "boot_id").read_text().strip() == after["boot_id"]
+
+
+def marker(node, **values):
+    load = node.hw_dir / "load"
+    load.mkdir(exist_ok=True)
+    (load / "job.json").write_text(json.dumps(values))
+
+
+def table(node):
+    return {c.npu_id: c for c in npu_smi.parse_npu_smi_info(node.run("npu-smi", "info").stdout).chips}
+
+
+def test_npu_smi_follows_the_load_and_a_pinned_temperature_stays(tmp_path):
+    import time
+
+    node = Node(tmp_path, model(npus=4, faults=["node1.npu3:temp=97"]))
+    idle = table(node)
+    assert [c.aicore_pct for c in idle.values()] == [0, 0, 0, 0] and idle[3].temp_c == 97
+    now = time.time()
+    marker(node, since=now - 60, until=now + 60, aicore_pct=85, hbm_fraction=0.85)
+    busy = table(node)
+    assert all(70 <= c.aicore_pct <= 95 for c in busy.values())
+    assert busy[0].temp_c >= idle[0].temp_c + 20 and busy[0].power_w > idle[0].power_w + 150
+    assert busy[0].hbm_used_mb == int(65536 * 0.85) and busy[3].temp_c == 97   # the knob pins it
+    usages = node.run("npu-smi", "info", "-t", "usages", "-i", "1").stdout
+    assert "Aicore Usage Rate(%)" in usages and ": 0\n" not in usages.split("Aicore Usage Rate(%)")[1][:40]
+    marker(node, since=now - 120, until=now - 15, aicore_pct=85)   # ended 15 s ago: idle, cooling down
+    cooling = table(node)
+    assert cooling[0].aicore_pct == 0 and idle[0].temp_c < cooling[0].temp_c < busy[0].temp_c
+    marker(node, since=now - 900, until=now - 600, aicore_pct=85)
+    assert table(node)[0].temp_c == idle[0].temp_c
+    (node.hw_dir / "load" / "job.json").write_text('{"since": ')   # being written: ignored
+    assert table(node)[0].aicore_pct == 0
