@@ -5,6 +5,7 @@ it writable by all)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 FILE_MODE = 0o644
@@ -29,3 +30,18 @@ def write_text(path: Path, text: str, mode: int = FILE_MODE) -> None:
     make_dirs(Path(path).parent)
     Path(path).write_text(text)
     os.chmod(path, mode)
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write then rename, so a textfile collector never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -254,18 +254,3 @@ def prometheus_text(report: AuditReport, manifest: StackManifest, now: float | N
     lines += _gauge("dapo_audit_timestamp_seconds", "When this audit finished.",
                     [f"dapo_audit_timestamp_seconds {now if now is not None else time.time():.0f}"])
     return "\n".join(lines) + "\n"
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write then rename, so a textfile collector never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -14,7 +14,8 @@ from dapo_ops.audit import collect as collect_mod
 from dapo_ops.audit.analyze import analyze
 from dapo_ops.audit.fact import all_facts
 from dapo_ops.audit.model import AuditReport, Thresholds
-from dapo_ops.audit.report import print_report, prometheus_text, write_atomically
+from dapo_ops.audit.report import print_report, prometheus_text
+from dapo_ops.files import write_atomically
 from dapo_ops.errors import UsageError
 from dapo_ops.inventory import load_inventory
 from dapo_ops.manifest import load_manifest

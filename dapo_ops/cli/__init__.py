@@ -12,7 +12,7 @@ import os
 import click
 
 from dapo_ops import __version__
-from dapo_ops.cli import audit, doctor, job, report, runs, stack, stage
+from dapo_ops.cli import audit, doctor, job, report, runs, stack, stage, top
 from dapo_ops.cli.output import print_error
 from dapo_ops.errors import DapoError, UsageError
 
@@ -26,7 +26,7 @@ def cli() -> None:
 
 
 for command in (audit.audit, job.render, job.validate, runs.launch, runs.status, runs.watch, runs.logs, runs.stop,
-                runs.runs, report.report, stack.stack, doctor.doctor, stage.stage):
+                runs.runs, report.report, stack.stack, doctor.doctor, stage.stage, top.top):
     cli.add_command(command)
 
 

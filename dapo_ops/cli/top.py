@@ -1,0 +1,163 @@
+"""`dapo-ops top [RUN]`: every NPU of a run's nodes (or the inventory's) with AICore %, HBM, temperature, power and
+health, refreshed in place, with the run's step and the alerts (dapo_ops/telemetry).
+
+Exit codes: 0 sampled (continuous mode: until Ctrl-C); 1 with --once, an error alert was raised or a node gave no
+sample; 2 bad input."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from dapo_ops.cli.options import inventory_option, limit_option, require_positive
+from dapo_ops.cli.output import Output
+from dapo_ops.errors import DapoError, UsageError
+from dapo_ops.telemetry.alerts import ERROR, Thresholds
+
+LOG_EVERY = 30.0   # seconds between reads of the run's log (a `ray job logs` on the head each time)
+
+
+class Source:
+    """The nodes to sample, their expected NPU counts, and the run whose progress and record go with them."""
+
+    def __init__(self, run: str | None, inventory: Path | None, limit: str | None):
+        from dapo_ops.audit.run import select
+        from dapo_ops.inventory import load_inventory
+
+        self.record = self.inventory = None
+        if run is not None:
+            from dapo_ops.cli.runs import run_context
+
+            self.record, self.inventory, _ = run_context(run, inventory)
+            by_name = {h.name: h for h in self.inventory.hosts}
+            missing = [n for n in self.record.nodes if n not in by_name]
+            if missing:
+                raise UsageError(f"run {self.record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
+            hosts = [by_name[n] for n in self.record.nodes]
+        else:
+            hosts = list(load_inventory(inventory).hosts)
+        chosen = set(select([h.name for h in hosts], limit))
+        self.hosts = [h for h in hosts if h.name in chosen]
+        self.expected = {h.name: h.npus for h in self.hosts}
+        self.progress, self.read_at = None, None
+
+    def run_progress(self, now: float):
+        if self.record is None:
+            return None
+        if self.read_at is None or now - self.read_at >= LOG_EVERY:
+            from dapo_ops.launch.records import load_run
+            from dapo_ops.report.progress import run_progress
+
+            self.record = load_run(self.record.run_id)
+            self.progress = run_progress(self.record, self.inventory, self.record.directory / "top")
+            self.read_at = now
+        return self.progress
+
+    def record_path(self) -> Path | None:
+        from dapo_ops.telemetry.recording import FILE_NAME
+
+        return None if self.record is None else self.record.directory / FILE_NAME
+
+
+@click.command()
+@click.argument("run", required=False)
+@inventory_option
+@limit_option
+@click.option("--interval", type=float, default=5.0, show_default=True, help="Seconds between samples.")
+@click.option("--once", is_flag=True, help="Take one sample, print it, exit (1 when an error alert is raised).")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON: one document with --once, else one document per sample, a line each.")
+@click.option("--prometheus", is_flag=True,
+              help="MindCluster npu-exporter's metrics (Prometheus text) on stdout, once per sample.")
+@click.option("--textfile", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write npu-exporter's metrics to FILE at every sample, whole (node_exporter's textfile "
+                   "collector reads *.prom).")
+@click.option("--throttle-temp", type=int, default=Thresholds.throttle_c, show_default=True, metavar="C",
+              help="The temperature alerted as throttling (docs/top.md names the source of the default).")
+@click.option("--record/--no-record", default=True, show_default=True,
+              help="With RUN: add each sample to the run's hardware.jsonl, which `report` plots.")
+def top(run: str | None, inventory: Path | None, limit: str | None, interval: float, once: bool, as_json: bool,
+        prometheus: bool, textfile: Path | None, throttle_temp: int, record: bool) -> None:
+    """Every NPU of RUN's nodes (or the inventory's): AICore, HBM, temperature, power, health, and alerts."""
+    from dapo_ops.telemetry.sampler import Sampler
+    from dapo_ops.telemetry.series import Window
+
+    require_positive(interval=interval, throttle_temp=throttle_temp)
+    if as_json and prometheus:
+        raise UsageError("--json and --prometheus each print the sample: choose one")
+    if textfile is not None and not textfile.parent.is_dir():
+        raise UsageError(f"--textfile {textfile}: no directory {textfile.parent}")
+    out = Output(as_json or prometheus)
+    source = Source(run, inventory, limit)
+    window = Window(seconds=max(60.0, 3 * interval), thresholds=Thresholds(throttle_c=throttle_temp))
+    recorded = source.record_path() if record else None
+    with Sampler(source.hosts, source.expected) as sampler:
+        if once:
+            sample = _take(sampler, window, source, recorded, textfile)
+            _emit(sample, out, as_json, prometheus, live=None)
+            if any(a.severity == ERROR for a in sample.alerts):
+                raise DapoError(f"{sum(a.severity == ERROR for a in sample.alerts)} error alert(s): "
+                                + "; ".join(a.where + " " + a.code for a in sample.alerts if a.severity == ERROR))
+            return
+        _loop(sampler, window, source, recorded, textfile, interval, out, as_json, prometheus)
+
+
+def _take(sampler, window, source: Source, recorded: Path | None, textfile: Path | None):
+    from dapo_ops.telemetry import recording
+    from dapo_ops.telemetry.exporter import write_textfile
+
+    nodes = sampler.sample(deadline=time.monotonic() + sampler.timeout + 15)
+    sample = window.add(nodes, source.run_progress(time.time()))
+    if recorded is not None:
+        recording.append(recorded, sample)
+    if textfile is not None:
+        write_textfile(textfile, sample)
+    return sample
+
+
+def _emit(sample, out: Output, as_json: bool, prometheus: bool, live) -> None:
+    import json
+
+    from dapo_ops.telemetry import view
+    from dapo_ops.telemetry.exporter import exposition
+
+    if as_json:
+        click.echo(json.dumps(view.document(sample), sort_keys=True, indent=None if live is False else 2))
+    elif prometheus:
+        click.echo(exposition(sample), nl=False)
+    elif live is not None and live is not False:
+        live.update(view.screen(sample, _title(sample)))
+    else:
+        out.console.print(view.screen(sample, _title(sample)))
+    sys.stdout.flush()
+
+
+def _title(sample) -> str:
+    npus = sum(len(n.npus) for n in sample.nodes)
+    return (f"{time.strftime('%H:%M:%S', time.localtime(sample.at))} · {len(sample.nodes)} node(s), {npus} NPU(s)"
+            " · Ctrl-C ends")
+
+
+def _loop(sampler, window, source, recorded, textfile, interval, out, as_json, prometheus) -> None:
+    from rich.live import Live
+
+    on_screen = not (as_json or prometheus) and out.console.is_terminal
+    live = Live(console=out.console, auto_refresh=False, transient=False) if on_screen else None
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            started = time.monotonic()
+            sample = _take(sampler, window, source, recorded, textfile)
+            _emit(sample, out, as_json, prometheus, live if live is not None else False)
+            if live is not None:
+                live.refresh()
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()

@@ -1,0 +1,150 @@
+"""top's pure parts: samples from real npu-smi tables, the alerts, npu-exporter's exposition, the run's record."""
+
+import json
+import re
+
+import pytest
+
+from dapo_ops.ascend.npu_smi import parse_npu_smi_info
+from dapo_ops.telemetry import recording
+from dapo_ops.telemetry.alerts import ERROR, INFO, WARNING, Thresholds, alerts
+from dapo_ops.telemetry.exporter import exposition
+from dapo_ops.telemetry.model import FleetSample, NodeSample, NpuReading, readings_from
+from dapo_ops.telemetry.series import Window
+from dapo_ops.telemetry.view import document
+
+
+def reading(device, aicore=80, temp=50, hbm=30000, health="OK", total=65536):
+    return NpuReading(npu=device, chip=0, device=device, name="910B3", health=health, aicore_pct=aicore,
+                      hbm_used_mb=hbm, hbm_total_mb=total, temp_c=temp, power_w=300.5, bus_id=f"0000:C{device}:00.0")
+
+
+def node(name, readings, expected=None, error=None):
+    return NodeSample(name, 100.0, tuple(readings), error=error, expected=expected)
+
+
+def codes(found):
+    return [(a.severity, a.code, a.node, a.npu) for a in found]
+
+
+def test_readings_come_from_a_real_910b_table_with_a3_devices_by_phy_id(data_dir):
+    info = parse_npu_smi_info((data_dir / "ascend" / "npu-smi-info-8npu-processes.txt").read_text())
+    first = readings_from(info)[0]
+    assert (first.device, first.temp_c, first.hbm_used_mb, first.hbm_total_mb) == (0, 55, 60478, 65536)
+    a3 = readings_from(parse_npu_smi_info((data_dir / "ascend" / "npu-smi-info-a3-healthy.txt").read_text()))
+    assert len({r.device for r in a3}) == len(a3) > len({r.npu for r in a3})   # two chips per NPU, one device each
+
+
+def test_a_quiet_healthy_fleet_raises_nothing():
+    sample = FleetSample(100.0, (node("n1", [reading(k, aicore=0, temp=40) for k in range(8)], expected=8),))
+    assert alerts([sample]) == []
+
+
+@pytest.mark.parametrize("temp, expected", [(94, []), (95, [(WARNING, "npu-hot", "n2", 3)]),
+                                            (104, [(WARNING, "npu-hot", "n2", 3)]),
+                                            (105, [(ERROR, "npu-throttling", "n2", 3)])])
+def test_temperature_near_and_at_the_throttle_point(temp, expected):
+    sample = FleetSample(100.0, (node("n1", [reading(k) for k in range(4)]),
+                                 node("n2", [reading(k, temp=temp if k == 3 else 50) for k in range(4)])))
+    assert codes(alerts([sample])) == expected
+
+
+def test_missing_unhealthy_full_and_unsampled_nodes_are_named():
+    sample = FleetSample(100.0, (
+        node("n1", [reading(0), reading(1, health="Critical"), reading(3, hbm=64000), reading(4, health="Warning")],
+             expected=5),
+        node("n2", [], error="unreachable: timed out")))
+    assert codes(alerts([sample])) == [
+        (ERROR, "npu-unhealthy", "n1", 1), (ERROR, "npu-missing", "n1", 2), (ERROR, "no-sample", "n2", None),
+        (WARNING, "hbm-full", "n1", 3), (WARNING, "npu-unhealthy", "n1", 4)]
+
+
+def test_a_node_far_below_the_others_during_a_step_lags_and_idle_nodes_do_not():
+    busy = [node(f"n{i}", [reading(k, aicore=85) for k in range(8)]) for i in range(3)]
+    slow = node("n3", [reading(k, aicore=20) for k in range(8)])
+    found = alerts([FleetSample(100.0, (*busy, slow))])
+    assert codes(found) == [(WARNING, "node-lagging", "n3", None)]
+    assert "its NICs" in found[0].check
+    idle = [node(f"n{i}", [reading(k, aicore=0 if i else 5) for k in range(8)]) for i in range(4)]
+    assert alerts([FleetSample(100.0, tuple(idle))]) == []
+
+
+def test_utilisation_is_judged_over_the_window_and_a_low_fleet_suggests_the_micro_batch():
+    window = Window(seconds=60)
+    window.add((node("n1", [reading(k, aicore=65) for k in range(8)]),
+                node("n2", [reading(k, aicore=0) for k in range(8)])), at=100.0)
+    judged = window.add((node("n1", [reading(k, aicore=65) for k in range(8)]),
+                         node("n2", [reading(k, aicore=50) for k in range(8)])), at=110.0)
+    # over the window n2 averages 25 %, under half of n1's 65 %; both are below 70 %
+    assert codes(judged.alerts) == [(WARNING, "node-lagging", "n2", None), (INFO, "low-utilisation", "fleet", None)]
+    later = window.add(judged.nodes, at=200.0)   # the first two samples left the window
+    assert codes(later.alerts) == [(INFO, "low-utilisation", "fleet", None)]
+    assert "65 % to 89 %" in later.alerts[0].check
+
+
+def test_the_json_document_has_every_npu_and_the_alerts():
+    sample = Window(thresholds=Thresholds(throttle_c=105)).add(
+        (node("n1", [reading(k) for k in range(2)], expected=2), node("n2", [reading(0, temp=97)], expected=1)),
+        at=100.0)
+    doc = json.loads(json.dumps(document(sample)))
+    assert doc["npus"] == 3 and [n["node"] for n in doc["nodes"]] == ["n1", "n2"]
+    assert doc["nodes"][1]["npus"][0] | {"bus_id": None} == {
+        "npu": 0, "chip": 0, "device": 0, "name": "910B3", "health": "OK", "aicore_pct": 80, "hbm_used_mb": 30000,
+        "hbm_total_mb": 65536, "temp_c": 97, "power_w": 300.5, "bus_id": None}
+    assert [(a["node"], a["npu"], a["code"]) for a in doc["alerts"]] == [("n2", 0, "npu-hot")]
+
+
+# One sample line of the Prometheus text format 0.0.4: name, labels, value, no timestamp (node_exporter's textfile
+# collector refuses timestamps)
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\} '
+                    r'(-?[0-9.]+(?:e[+-]?[0-9]+)?)$')
+
+
+def parsed(text):
+    families, samples = {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            families[name] = kind
+        elif not line.startswith("# HELP "):
+            match = SAMPLE.match(line)
+            assert match, line
+            labels = {k: re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
+                      for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', match.group(2))}
+            samples.append((match.group(1), labels, float(match.group(3))))
+    return families, samples
+
+
+def test_the_exposition_uses_npu_exporter_names_and_labels():
+    sample = FleetSample(100.0, (node("node2", [reading(3, temp=97, health="Alarm")]),
+                                 node('we"ird', [], error="unreachable")))
+    families, samples = parsed(exposition(sample))
+    assert set(families.values()) == {"gauge"}
+    for name in ("npu_chip_info_utilization", "npu_chip_info_temperature", "npu_chip_info_power",
+                 "npu_chip_info_health_status", "npu_chip_info_hbm_used_memory", "npu_chip_info_hbm_total_memory",
+                 "npu_chip_info_name", "machine_npu_nums"):
+        assert name in families
+    temp = [s for s in samples if s[0] == "npu_chip_info_temperature"]
+    assert temp == [("npu_chip_info_temperature",
+                     {"container_name": "", "host": "node2", "id": "3", "model_name": "910B3-Ascend-V1",
+                      "namespace": "", "pcie_bus_info": "0000:C3:00.0", "pod_name": "", "vdie_id": ""}, 97.0)]
+    assert [s[2] for s in samples if s[0] == "npu_chip_info_health_status"] == [0.0]
+    assert "name" in [s for s in samples if s[0] == "npu_chip_info_name"][0][1]
+    up = {s[1]["host"]: s[2] for s in samples if s[0] == "dapo_top_node_up"}
+    assert up == {"node2": 1.0, 'we"ird': 0.0}
+
+
+def test_the_record_round_trips_and_skips_a_torn_line(tmp_path):
+    path = tmp_path / recording.FILE_NAME
+    window = Window()
+    first = window.add((node("n1", [reading(0, temp=97), reading(1)]), node("n2", [], error="gone")), at=100.0)
+    recording.append(path, first)
+    with open(path, "a") as handle:
+        handle.write('{"at": 105, "nodes": {"n1": {"npus": [[0, 0')   # a crash mid-line
+    samples, bad = recording.read(path)
+    assert bad == 1 and len(samples) == 1
+    back = samples[0]
+    assert back.nodes[0].npus[0].temp_c == 97 and back.nodes[1].error == "gone"
+    assert [(a.code, a.node, a.npu) for a in back.alerts] == [(a.code, a.node, a.npu) for a in first.alerts]
+    rows = re.findall(r"\[[^\[\]{}]*\]", path.read_text().splitlines()[0])
+    assert len(rows) == 2 and all(len(row) < 60 for row in rows)   # about 40 bytes per NPU and sample
