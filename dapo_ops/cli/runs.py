@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -190,14 +191,15 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
 
 
 def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float, out: Output) -> None:
-    import time
-
     from dapo_ops.launch.saved_record import TEND_EVERY, tend_checkpoints
     from dapo_ops.launch.watch import watch_once
+    from dapo_ops.telemetry.series import hardware_watch
 
-    last, checks = None, 0
+    last, checks, hardware = None, 0, hardware_watch([by_name[n] for n in record.nodes], record.directory)
     while record.state == RunState.RUNNING:
         health = watch_once(record, by_name, on_node_loss, out.note)
+        for alert in hardware.check() if record.state == RunState.RUNNING else ():
+            out.warning(f"{alert.message} (check {alert.check})")
         checks += 1
         if (record.state == RunState.RUNNING and not health.lost and record.checkpoint_keep and record.world_size
                 and checks % TEND_EVERY == 0):
@@ -209,6 +211,8 @@ def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float,
             last = line
         if record.state == RunState.RUNNING:
             time.sleep(interval)
+    hardware.close()
+
 
 
 def doctor_cause(record) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from pathlib import Path
 
 from dapo_ops.telemetry.alerts import Thresholds, alerts
 from dapo_ops.telemetry.model import FleetSample, NodeSample, RunProgress
@@ -25,3 +26,34 @@ class Window:
         judged = FleetSample(at, nodes, run, tuple(alerts([*self.samples, bare], self.thresholds)))
         self.samples.append(judged)
         return judged
+
+
+class HardwareWatch:
+    """What `watch` adds to each check of a run: a sample of its nodes' NPUs over kept-open connections, judged and
+    appended to the run's hardware record; check() returns the alerts that were not raised at the check before."""
+
+    def __init__(self, sampler, record: Path):
+        self.sampler = sampler
+        self.record = record
+        self.window = Window()
+        self.raised: set[tuple] = set()
+
+    def check(self) -> list:
+        from dapo_ops.telemetry import recording
+
+        sample = self.window.add(self.sampler.sample(deadline=time.monotonic() + self.sampler.timeout + 15))
+        recording.append(self.record, sample)
+        new = [a for a in sample.alerts if (a.code, a.node, a.npu) not in self.raised]
+        self.raised = {(a.code, a.node, a.npu) for a in sample.alerts}
+        return new
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def hardware_watch(hosts: list, run_directory: Path) -> HardwareWatch:
+    """The run's NPUs sampled at each of watch's checks, recorded in the run directory's hardware.jsonl."""
+    from dapo_ops.telemetry.recording import FILE_NAME
+    from dapo_ops.telemetry.sampler import Sampler
+
+    return HardwareWatch(Sampler(hosts, {h.name: h.npus for h in hosts}), run_directory / FILE_NAME)

@@ -607,11 +607,27 @@ def test_a_module_broken_inside_an_installed_distribution_fails_verify_the_audit
     assert cli("audit").returncode == 0  # restored: the sweep sees the env changed back and imports again
 
 
+def top_while_training(run_id: str) -> dict:
+    """`top RUN --once --json` until the run has logged a step and every NPU of both nodes is busy (the stand-in
+    marks them for each step: the emulated npu-smi follows), for two minutes at most; the last document."""
+    deadline = time.monotonic() + 120
+    while True:
+        shown = cli("top", run_id, "--once", "--json")
+        assert shown.returncode == 0, shown.stderr
+        doc = json.loads(shown.stdout)
+        if doc["run"]["step"] and all(npu["aicore_pct"] for node in doc["nodes"] for npu in node["npus"]):
+            return doc
+        if time.monotonic() > deadline:
+            return doc
+        time.sleep(2)
+
+
 def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_named_and_the_rest_stopped(
-        fleet, tmp_path):
+        fleet, tmp_path, runs_dir):
     """F14 and F17: a run "training" for minutes holds a lock on both nodes; a second launch and --break-lock are
     refused while its Ray runs. node2 is cut off: `dapo-ops watch` names it, records the run failed and stops
-    Ray on node1, freeing node1's lock; `dapo-ops stop` cleans node2 once it is back."""
+    Ray on node1, freeing node1's lock; `dapo-ops stop` cleans node2 once it is back. Issue 31: `top RUN` shows the
+    run's step and its NPUs busy on both nodes, and records what it sampled in the run."""
     run_id = launch_training(tmp_path)
     cut, watched = False, None
     try:
@@ -626,6 +642,13 @@ def test_a_live_run_locks_every_node_and_a_node_lost_in_training_is_noticed_name
             other_head.stderr
         status = cli("status", run_id, "--json")
         assert status.returncode == 0 and json.loads(status.stdout)["ray_job_status"] == "RUNNING", status.stderr
+        shown = top_while_training(run_id)
+        assert shown["run"]["run_id"] == run_id and shown["run"]["step"] >= 1, shown["run"]
+        assert 1.9 < shown["run"]["step_seconds"] < 6, shown["run"]
+        assert all(70 <= npu["aicore_pct"] <= 100 and npu["hbm_used_mb"] > 50_000
+                   for node in shown["nodes"] for npu in node["npus"]), shown["nodes"]
+        recorded = [json.loads(line) for line in (runs_dir / run_id / "hardware.jsonl").read_text().splitlines()]
+        assert recorded[-1]["step"] == shown["run"]["step"] and set(recorded[-1]["nodes"]) == {"node1", "node2"}
         set_npu(fleet["node1"], 3, health="Critical")  # a dead NPU, noticed and (keep) left to the job
         try:
             kept = cli("status", run_id, "--on-node-loss", "keep")

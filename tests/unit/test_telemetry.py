@@ -148,3 +148,30 @@ def test_the_record_round_trips_and_skips_a_torn_line(tmp_path):
     assert [(a.code, a.node, a.npu) for a in back.alerts] == [(a.code, a.node, a.npu) for a in first.alerts]
     rows = re.findall(r"\[[^\[\]{}]*\]", path.read_text().splitlines()[0])
     assert len(rows) == 2 and all(len(row) < 60 for row in rows)   # about 40 bytes per NPU and sample
+
+
+class FakeSampler:
+    timeout = 1.0
+
+    def __init__(self, samples):
+        self.samples = list(samples)
+        self.closed = False
+
+    def sample(self, deadline=None):
+        return self.samples.pop(0)
+
+    def close(self):
+        self.closed = True
+
+
+def test_watch_records_every_check_and_says_an_alert_once_while_it_lasts(tmp_path):
+    from dapo_ops.telemetry.series import HardwareWatch
+
+    hot = (node("n1", [reading(0, temp=97)]),)
+    cool = (node("n1", [reading(0, temp=50)]),)
+    watch = HardwareWatch(FakeSampler([hot, hot, cool, hot]), tmp_path / recording.FILE_NAME)
+    said = [[a.code for a in watch.check()] for _ in range(4)]
+    watch.close()
+    assert said == [["npu-hot"], [], [], ["npu-hot"]] and watch.sampler.closed
+    samples, bad = recording.read(tmp_path / recording.FILE_NAME)
+    assert bad == 0 and [s.nodes[0].npus[0].temp_c for s in samples] == [97, 97, 50, 97]
