@@ -55,6 +55,21 @@ class Sources:
         self.reads += 1
         return read_logs(self.paths, self.fill_from)
 
+    def hardware(self, given: Path | None):
+        """The samples top and watch recorded: `--hardware FILE`, else a run's own hardware.jsonl, else None."""
+        from dapo_ops.telemetry.recording import FILE_NAME, read
+
+        path = given or (self.record.directory / FILE_NAME if self.record is not None else None)
+        if path is None or (given is None and not path.is_file()):
+            return None
+        try:
+            samples, unreadable = read(path)
+        except OSError as exc:
+            raise UsageError(f"--hardware {path}: {exc.strerror or exc}") from None
+        if given is not None and not samples:
+            raise UsageError(f"--hardware {path}: no sample in it ({unreadable} unreadable line(s))")
+        return samples, unreadable
+
     def ended(self) -> bool:
         if self.record is None:
             return False
@@ -86,10 +101,13 @@ def _require_steps(run, sources: Sources) -> None:
 @click.option("--npus", type=int, help="The run's NPU count, when its log has no perf/throughput to infer it from.")
 @click.option("--follow", is_flag=True, help="Redraw the table as the run goes, until its job ends (or Ctrl-C).")
 @click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between reads with --follow.")
+@click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="NPU samples recorded by `top RUN` or `watch` (a hardware.jsonl; default for RUN: its own), "
+                   "plotted under the steps.")
 @inventory_option
 @json_option
 def report(sources: tuple[str, ...], out: Path | None, baseline: str | None, npus: int | None, follow: bool,
-           interval: float, inventory: Path | None, as_json: bool) -> None:
+           interval: float, hardware_file: Path | None, inventory: Path | None, as_json: bool) -> None:
     """Summarise a DAPO run from verl's step lines: table, summary.json, PNG plots, one HTML page."""
     from dapo_ops.launch.records import RUNS_DIR
     from dapo_ops.report.outputs import resolve_baseline, write_report
@@ -103,7 +121,7 @@ def report(sources: tuple[str, ...], out: Path | None, baseline: str | None, npu
     run = _follow(src, out_dir, npus, interval, output) if follow else src.load(out_dir)
     _require_steps(run, src)
     summary = summarize(run, npus or src.npus)
-    document = write_report(run, summary, out_dir, src.title, base)
+    document = write_report(run, summary, out_dir, src.title, base, src.hardware(hardware_file))
     _show(output, document)
 
 

@@ -34,6 +34,31 @@ def page(title: str, summary: dict, plots: dict[str, Path], comparison: dict | N
         parts += [f"<h2>against {html.escape(comparison['baseline'])}</h2>",
                   _table(("figure", "run", comparison["baseline"], "run / baseline"), comparison_rows(comparison))]
     parts.append("<h2>plots</h2>")
-    parts += [_image(name, path) for name, path in plots.items()]
+    for name, path in plots.items():
+        if name != "hardware":
+            parts.append(_image(name, path))
+        if name == "step_time" and "hardware" in plots:   # the hardware under the step times
+            parts += _hardware(summary["hardware"], plots["hardware"])
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _hardware(hardware: dict, plot: Path) -> list[str]:
+    """Under the step-time plot: the nodes' temperature and AICore over time, then the slow steps and the alerts
+    raised while each ran."""
+    margin = f"{hardware['slow_margin']:.0%}"
+    parts = ["<h2>hardware</h2>",
+             f"<p class=\"note\">{hardware['samples']} samples of {html.escape(', '.join(hardware['nodes']))} "
+             "(top RUN, watch)</p>", _image("hardware", plot)]
+    if not hardware["steps_placed"]:
+        parts.append("<p class=\"note\">no sample saw a step of the run (watch records none; top RUN does): "
+                     "the steps could not be placed in time</p>")
+    elif hardware["slow_steps"]:
+        body = [(str(s["step"]), f"{s['seconds']:.1f} s", f"{s['ratio']:.2f}×",
+                 "; ".join(f"{a['severity']}: {a['message']}" for a in s["alerts"]) or "none sampled")
+                for s in hardware["slow_steps"]]
+        parts += [f"<p>steps slower than the median ({hardware['median_step_s']:.1f} s) by more than {margin}</p>",
+                  _table(("step", "time", "× median", "alerts while it ran"), body)]
+    else:
+        parts.append(f"<p class=\"note\">no step slower than the median by more than {margin}</p>")
+    return parts

@@ -63,9 +63,11 @@ def resolve_baseline(value: str | None, runs_dir: Path) -> dict | None:
     raise UsageError(f"baseline {value!r} is neither `seed`, a file, nor a run (see `dapo-ops runs`)")
 
 
-def write_report(run: RunMetrics, summary: dict, out: Path, title: str, baseline: dict | None) -> dict:
+def write_report(run: RunMetrics, summary: dict, out: Path, title: str, baseline: dict | None,
+                 hardware: tuple[list, int] | None = None) -> dict:
     """Writes every file of the report into `out`; returns the summary document with every step's metrics under
-    "steps" (what --json prints; summary.json leaves the steps to steps.jsonl)."""
+    "steps" (what --json prints; summary.json leaves the steps to steps.jsonl). `hardware`: the run's recorded
+    samples and how many lines were unreadable (dapo_ops/telemetry/recording.py), which add the hardware section."""
     from dapo_ops.report.html import page
     from dapo_ops.report.plots import draw_all
     from dapo_ops.report.step_table import step_records, steps_csv, steps_jsonl
@@ -73,6 +75,12 @@ def write_report(run: RunMetrics, summary: dict, out: Path, title: str, baseline
     comparison = compare(summary, baseline) if baseline else None
     make_dirs(out)
     plots = draw_all(run, out, baseline)
+    if hardware is not None and hardware[0]:
+        from dapo_ops.report.hardware import section
+        from dapo_ops.report.plots import hardware_plot
+
+        summary = dict(summary, hardware=section(run, *hardware))
+        plots["hardware"] = hardware_plot(hardware[0], summary["hardware"], out / "hardware.png")
     files = {"summary": out / SUMMARY_NAME, "text": out / TEXT_NAME, "html": out / HTML_NAME,
              "steps_csv": out / STEPS_CSV, "steps_jsonl": out / STEPS_JSONL, **plots}
     document = {"title": title, "summary": summary, "comparison": comparison,

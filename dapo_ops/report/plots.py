@@ -122,3 +122,28 @@ def draw_all(run: RunMetrics, directory: Path, baseline: dict | None = None) -> 
             "response_length": response_length_plot(run, directory / "response_length.png"),
             "step_time": step_time_plot(run, directory / "step_time.png"),
             "tokens_per_s": tokens_plot(run, directory / "tokens_per_s.png", baseline)}
+
+
+def hardware_plot(samples: list, hardware: dict, path: Path) -> Path:
+    """Per node, its hottest NPU's temperature and its NPUs' mean AICore % over the run's sampled time, the slow
+    steps shaded (when the samples placed the steps)."""
+    from dapo_ops.report.hardware import node_series
+
+    figure = Figure(figsize=(SIZE_INCHES[0], SIZE_INCHES[1] * 1.4), dpi=DPI)
+    FigureCanvasAgg(figure)
+    temp_axes, busy_axes = figure.subplots(2, 1, sharex=True)
+    origin = samples[0].at
+    for axes, series, label in ((temp_axes, node_series(samples, lambda r: r.temp_c), "hottest NPU (C)"),
+                                (busy_axes, node_series(samples, lambda r: r.aicore_pct,
+                                                        lambda v: sum(v) / len(v)), "mean AICore (%)")):
+        for node, (times, values) in sorted(series.items()):
+            axes.plot([(t - origin) / 60 for t in times], values, label=node)
+        axes.set_ylabel(label)
+        axes.grid(alpha=0.3)
+        for slow in hardware["slow_steps"]:
+            axes.axvspan((slow["start"] - origin) / 60, (slow["end"] - origin) / 60, color="tab:red", alpha=0.15)
+    temp_axes.set_title("hardware by node" + ("; slow steps shaded" if hardware["slow_steps"] else "")
+                        + ("" if hardware["steps_placed"] else " (no sample saw a step: steps not placed)"))
+    temp_axes.legend(fontsize="small", loc="upper left", ncol=4)
+    busy_axes.set_xlabel("minutes since the first sample")
+    return _save(figure, path)

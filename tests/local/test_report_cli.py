@@ -241,3 +241,47 @@ def test_a_run_whose_ray_is_gone_is_reported_from_the_console_kept_when_it_ended
     kept = run_cli("report", "r1", "-i", INVENTORY, "--json")
     assert kept.returncode == 0, kept.stderr
     assert json.loads(kept.stdout)["summary"]["steps"]["trained"] == 3
+
+
+def test_recorded_hardware_is_plotted_under_the_steps_and_a_slow_step_names_its_alerts(tmp_path):
+    from dapo_ops.telemetry import recording
+    from dapo_ops.telemetry.alerts import Alert
+    from dapo_ops.telemetry.model import FleetSample, NodeSample, NpuReading, RunProgress
+
+    times = [10.0, 10.0, 10.0, 30.0, 10.0, 10.0]
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step:{s} - timing_s/step:{t} - perf/total_num_tokens:5000\n"
+                           for s, t in enumerate(times, 1)))
+    hot = Alert("warning", "npu-hot", "node2", 3, "node2 NPU 3 is at 97 C, within 10 C of throttling at 105 C",
+                "cooling")
+    hardware = tmp_path / "hardware.jsonl"
+    for t in range(0, 80, 5):   # the steps run from 1000 to 1080; step 4 from 1030 to 1060
+        step = max((s for s, end in ((1, 10), (2, 20), (3, 30), (4, 60), (5, 70), (6, 80)) if end <= t), default=0)
+        during = 35 <= t <= 55
+        nodes = tuple(NodeSample(name, 1000.0 + t, tuple(
+            NpuReading(k, 0, k, "910B3", "OK", 30 if during and name == "node2" else 85, 50000, 65536,
+                       97 if during and name == "node2" and k == 3 else 60, 320.0) for k in range(4)))
+            for name in ("node1", "node2"))
+        recording.append(hardware, FleetSample(1000.0 + t, nodes, RunProgress("r", "running", step=step),
+                                               (hot,) if during else ()))
+    with open(hardware, "a") as handle:
+        handle.write("not json\n")
+    result, doc = report(tmp_path, log, "--hardware", hardware)
+    assert result.returncode == 0, result.stderr
+    section = doc["summary"]["hardware"]
+    assert section["samples"] == 16 and section["unreadable_lines"] == 1 and section["steps_placed"]
+    assert [(s["step"], s["ratio"]) for s in section["slow_steps"]] == [(4, 3.0)]
+    assert [(a["node"], a["npu"], a["code"]) for a in section["slow_steps"][0]["alerts"]] == [("node2", 3, "npu-hot")]
+    assert png_size(Path(doc["files"]["hardware"]).read_bytes()) == (800, 630)
+    html = (tmp_path / "out" / "report.html").read_text()
+    page = Images()
+    page.feed(html)
+    assert len(page.sources) == 5 and "<h2>hardware</h2>" in html
+    assert html.index('alt="step_time"') < html.index('alt="hardware"') < html.index('alt="tokens_per_s"')
+    assert "node2 NPU 3 is at 97 C" in html and "3.00×" in html
+    missing = run_cli("report", log, "--hardware", tmp_path / "nope.jsonl", "--out", tmp_path / "o2")
+    assert missing.returncode == 2 and "--hardware" in missing.stderr and "Traceback" not in missing.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("garbage\n")
+    refused = run_cli("report", log, "--hardware", empty, "--out", tmp_path / "o3")
+    assert refused.returncode == 2 and "no sample in it (1 unreadable line(s))" in refused.stderr
