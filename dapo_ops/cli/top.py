@@ -77,15 +77,20 @@ class Source:
                    "collector reads *.prom).")
 @click.option("--throttle-temp", type=int, default=Thresholds.throttle_c, show_default=True, metavar="C",
               help="The temperature alerted as throttling (docs/top.md names the source of the default).")
+@click.option("--freq-every", type=int, default=6, show_default=True, metavar="N",
+              help="Read the AICore frequency (npu-smi info -t common, one call per NPU) every N-th sample, the first "
+                   "included; 0: never.")
 @click.option("--record/--no-record", default=True, show_default=True,
               help="With RUN: add each sample to the run's hardware.jsonl, which `report` plots.")
 def top(run: str | None, inventory: Path | None, limit: str | None, interval: float, once: bool, as_json: bool,
-        prometheus: bool, textfile: Path | None, throttle_temp: int, record: bool) -> None:
+        prometheus: bool, textfile: Path | None, throttle_temp: int, freq_every: int, record: bool) -> None:
     """Every NPU of RUN's nodes (or the inventory's): AICore, HBM, temperature, power, health, and alerts."""
     from dapo_ops.telemetry.sampler import Sampler
     from dapo_ops.telemetry.series import Window
 
     require_positive(interval=interval, throttle_temp=throttle_temp)
+    if freq_every < 0:
+        raise UsageError("--freq-every must be 0 (never) or more")
     if as_json and prometheus:
         raise UsageError("--json and --prometheus each print the sample: choose one")
     if textfile is not None and not textfile.parent.is_dir():
@@ -94,7 +99,7 @@ def top(run: str | None, inventory: Path | None, limit: str | None, interval: fl
     source = Source(run, inventory, limit)
     window = Window(seconds=max(60.0, 3 * interval), thresholds=Thresholds(throttle_c=throttle_temp))
     recorded = source.record_path() if record else None
-    with Sampler(source.hosts, source.expected) as sampler:
+    with Sampler(source.hosts, source.expected, freq_every=freq_every) as sampler:
         if once:
             sample = _take(sampler, window, source, recorded, textfile)
             _emit(sample, out, as_json, prometheus, live=None)

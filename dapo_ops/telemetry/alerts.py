@@ -23,6 +23,7 @@ class Thresholds:
     busy_pct: int = 30              # the fleet is in a step when the median node averages at least this AICore %
     lagging: float = 0.5            # a node lags below this fraction of the other nodes' median AICore %
     low_pct: int = 70               # in a step, a fleet median AICore % below this suggests a bigger micro batch
+    reduced: float = 0.95           # a busy NPU's AICore below this share of its rated frequency is reduced
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,15 @@ def _reading(node: str, r: NpuReading, t: Thresholds) -> list[Alert]:
                            "cooling: fans, inlet air temperature, blocked airflow (the seed's throughput collapse)"))
     elif r.temp_c is not None and r.temp_c >= t.throttle_c - t.near_throttle_c:
         found.append(Alert(WARNING, "npu-hot", node, r.device,
-                           f"{where} is at {r.temp_c} C, within {t.near_throttle_c} C of throttling at {t.throttle_c} C",
+                           f"{where} is at {r.temp_c} C, within {t.near_throttle_c} C of throttling at "
+                           f"{t.throttle_c} C",
                            "cooling: fans, inlet air temperature, blocked airflow"))
+    if r.aicore_mhz is not None and r.rated_mhz and r.aicore_pct and r.aicore_mhz < t.reduced * r.rated_mhz:
+        found.append(Alert(WARNING, "npu-freq-reduced", node, r.device,
+                           f"{where} AICore runs at {r.aicore_mhz} of its {r.rated_mhz} MHz at {r.aicore_pct} % "
+                           f"AICore: its steps slow down",
+                           "its temperature and cooling, the board's power and power capping on the iBMC (npu-smi "
+                           "does not print the cause)"))
     fraction = r.hbm_fraction
     if fraction is not None and fraction >= t.hbm_full:
         found.append(Alert(WARNING, "hbm-full", node, r.device,

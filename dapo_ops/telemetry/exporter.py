@@ -29,6 +29,7 @@ _CHIP = (  # name, HELP (npu-exporter's, verbatim), value
     ("npu_chip_info_hbm_total_memory", "the npu hbm total memory", lambda r: r.hbm_total_mb),
     ("npu_chip_info_hbm_utilization", "the npu hbm utilization",
      lambda r: None if r.hbm_fraction is None else round(100 * r.hbm_fraction)),
+    ("npu_chip_info_aicore_current_freq", "the npu ai core current frequency, unit is 'MHz'", lambda r: r.aicore_mhz),
 )
 
 

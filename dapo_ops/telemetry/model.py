@@ -22,6 +22,8 @@ class NpuReading:
     temp_c: int | None
     power_w: float | None
     bus_id: str = ""
+    aicore_mhz: int | None = None       # the AICore's current frequency (npu-smi info -t common), when read
+    rated_mhz: int | None = None        # its rated frequency
 
     @property
     def hbm_fraction(self) -> float | None:

@@ -1,8 +1,9 @@
 """A run's hardware record: `hardware.jsonl` in the run's directory, one line per fleet sample that `top RUN` or
 `watch` took, read back by `report` to plot the hardware under the steps.
 
-Each line holds per node its chips as compact rows, about 40 bytes per NPU ([npu, chip, device, AICore %, temp C,
-power W, HBM used MB, HBM total MB, health]) or its error, the run's step when known, and the alerts raised."""
+Each line holds per node its chips as compact rows, about 50 bytes per NPU ([npu, chip, device, AICore %, temp C,
+power W, HBM used MB, HBM total MB, health, AICore MHz, rated MHz]; the frequencies null between the samples that
+read them) or its error, the run's step when known, and the alerts raised."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dapo_ops.telemetry.alerts import Alert
 from dapo_ops.telemetry.model import FleetSample, NodeSample, NpuReading, RunProgress
 
 FILE_NAME = "hardware.jsonl"
-_ROW = ("npu", "chip", "device", "aicore_pct", "temp_c", "power_w", "hbm_used_mb", "hbm_total_mb", "health")
+_ROW = ("npu", "chip", "device", "aicore_pct", "temp_c", "power_w", "hbm_used_mb", "hbm_total_mb", "health",
+        "aicore_mhz", "rated_mhz")
 
 
 def line(sample: FleetSample) -> str:
@@ -38,8 +40,9 @@ def append(path: Path, sample: FleetSample) -> None:
 
 
 def _reading(row: list) -> NpuReading:
-    values = dict(zip(_ROW, row, strict=True))
-    return NpuReading(name="", **values)
+    if not 9 <= len(row) <= len(_ROW):
+        raise ValueError(f"a row of {len(row)} values")
+    return NpuReading(name="", **dict(zip(_ROW, row)))
 
 
 def _sample(record: dict) -> FleetSample:

@@ -56,4 +56,4 @@ def hardware_watch(hosts: list, run_directory: Path) -> HardwareWatch:
     from dapo_ops.telemetry.recording import FILE_NAME
     from dapo_ops.telemetry.sampler import Sampler
 
-    return HardwareWatch(Sampler(hosts, {h.name: h.npus for h in hosts}), run_directory / FILE_NAME)
+    return HardwareWatch(Sampler(hosts, {h.name: h.npus for h in hosts}, freq_every=6), run_directory / FILE_NAME)

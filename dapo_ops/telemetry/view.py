@@ -38,15 +38,15 @@ def _marks(sample: FleetSample) -> dict[tuple[str, int], str]:
 def _row(node: str, r: NpuReading, severity: str | None) -> tuple:
     style = _SEVERITY_STYLE.get(severity or "", "")
     hbm = f"{r.hbm_used_mb}/{r.hbm_total_mb}" + (f" ({r.hbm_fraction:.0%})" if r.hbm_fraction is not None else "")
-    return (Text(node), Text(str(r.device), style=style), _cell(r.aicore_pct, " %"), Text(hbm),
+    return (Text(node), Text(str(r.device), style=style), _cell(r.aicore_pct, " %"), _cell(r.aicore_mhz), Text(hbm),
             _cell(r.temp_c, " C", style), _cell(r.power_w, " W"),
             Text(r.health, style="" if r.health == "OK" else "red"))
 
 
 def npu_table(sample: FleetSample) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for name, justify in (("node", "left"), ("NPU", "right"), ("AICore", "right"), ("HBM MB", "right"),
-                          ("temp", "right"), ("power", "right"), ("health", "left")):
+    for name, justify in (("node", "left"), ("NPU", "right"), ("AICore", "right"), ("MHz", "right"),
+                          ("HBM MB", "right"), ("temp", "right"), ("power", "right"), ("health", "left")):
         table.add_column(name, justify=justify, no_wrap=True)
     marks = _marks(sample)
     for node in sample.nodes:

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Emulated Ascend node tools for the dapo-ops simulated fleet (multi-call: the name it is run as decides).
 
-    npu-smi      info | info -l | info -m | info -t board|health|temp|power|usages -i N [-c C] | upgrade -b mcu -i N
+    npu-smi      info | info -l | info -m | info -t board|health|temp|power|usages|common -i N [-c C] |
+                 upgrade -b mcu -i N
     hccn_tool    -i N -link|-ip|-net_health|-netdetect|-gateway|-tls -g | -i N -ip -s address A netmask M |
                  -i N -tls -s enable 0|1 | -i N -gateway -s gateway G | -i N -netdetect -s address A | -i N -ping -g address A
     lspci        [-n|-nn] [-d VENDOR:DEVICE]
@@ -51,6 +52,7 @@ def present(hw):
 # temperature and power): each AICore percent adds RISE_C degrees at equilibrium, reached with time constant TAU_S,
 # and WATT_PER_PCT watts at once.
 RISE_C, TAU_S, WATT_PER_PCT = 0.3, 15.0, 2.6
+RATED_MHZ, THROTTLED_MHZ, THROTTLE_C = 1800, 1300, 105
 
 
 def load_markers():
@@ -246,6 +248,17 @@ def npu_smi_type(hw, kind, npu_id, chip):
                           KV % ("LM75B_TE (C)", max(npu["temp_c"] - 4, 20)), KV % ("Chip Name", "MCU")])
     if kind == "power":
         return "\n".join([KV % ("NPU Real-time Power(W)", "%.1f" % npu["power_w"]), KV % ("Chip ID", 0)])
+    if kind == "common":
+        # the keys of the open CANN driver's npucli print_common_info; rated 1800 MHz, 800 idle (public 910B
+        # samples); under load the rated frequency, reduced from THROTTLE_C (MindCluster FaultDiag's number)
+        current = 800 if not npu["aicore_pct"] else RATED_MHZ if npu["temp_c"] < THROTTLE_C else THROTTLED_MHZ
+        return "\n".join([
+            KV % ("NPU ID", npu_id), KV % ("Chip Count", 1), "",
+            KV % ("Memory Usage Rate(%)", 0), KV % ("HBM Usage Rate(%)", npu["hbm_used_mb"] * 100 // hw["hbm_mb"]),
+            KV % ("Aicore Usage Rate(%)", npu["aicore_pct"]), KV % ("Aicore Freq(MHZ)", RATED_MHZ),
+            KV % ("Aicore curFreq(MHZ)", current), KV % ("Aicore Count", 20), KV % ("Temperature(C)", npu["temp_c"]),
+            KV % ("NPU Real-time Power(W)", "%.1f" % npu["power_w"]), KV % ("Chip ID", 0), "",
+            KV % ("Chip Name", "mcu"), KV % ("Temperature(C)", max(npu["temp_c"] - 8, 20))])
     if kind == "usages":
         rate = npu["hbm_used_mb"] * 100 // hw["hbm_mb"]
         return "\n".join([

@@ -42,6 +42,7 @@ def test_once_json_lists_32_npus_and_flags_the_hot_one_by_node_and_id(fleet):
         for npu in node["npus"]:
             assert npu["aicore_pct"] == 0 and npu["hbm_total_mb"] == 65536 and npu["hbm_used_mb"] > 0
             assert npu["power_w"] > 0 and npu["health"] == "OK" and npu["temp_c"] > 0
+            assert (npu["aicore_mhz"], npu["rated_mhz"]) == (800, 1800)   # idle; read at the first sample
     assert doc["nodes"][1]["npus"][3]["temp_c"] == 97
     assert [(a["node"], a["npu"], a["code"], a["severity"]) for a in doc["alerts"]] == [
         ("node2", 3, "npu-hot", "warning")]

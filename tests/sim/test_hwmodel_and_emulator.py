@@ -220,3 +220,20 @@ def test_npu_smi_follows_the_load_and_a_pinned_temperature_stays(tmp_path):
     assert table(node)[0].temp_c == idle[0].temp_c
     (node.hw_dir / "load" / "job.json").write_text('{"since": ')   # being written: ignored
     assert table(node)[0].aicore_pct == 0
+
+
+def test_npu_smi_common_prints_the_frequency_reduced_when_a_loaded_npu_is_too_hot(tmp_path):
+    import time
+
+    from dapo_ops.ascend.npu_smi_common import parse_npu_smi_common
+
+    node = Node(tmp_path, model(npus=4, faults=["node1.npu3:temp=110"]))
+
+    def common(npu):
+        return parse_npu_smi_common(node.run("npu-smi", "info", "-t", "common", "-i", str(npu)).stdout)
+
+    assert [(common(k).current_mhz, common(k).rated_mhz) for k in (0, 3)] == [(800, 1800), (800, 1800)]
+    now = time.time()
+    marker(node, since=now - 30, until=now + 60, aicore_pct=85)
+    assert common(0).current_mhz == 1800 and common(0).aicore_pct > 0
+    assert common(3).current_mhz == 1300 and common(3).temp_c == 110

@@ -90,7 +90,7 @@ def test_the_json_document_has_every_npu_and_the_alerts():
     assert doc["npus"] == 3 and [n["node"] for n in doc["nodes"]] == ["n1", "n2"]
     assert doc["nodes"][1]["npus"][0] | {"bus_id": None} == {
         "npu": 0, "chip": 0, "device": 0, "name": "910B3", "health": "OK", "aicore_pct": 80, "hbm_used_mb": 30000,
-        "hbm_total_mb": 65536, "temp_c": 97, "power_w": 300.5, "bus_id": None}
+        "hbm_total_mb": 65536, "temp_c": 97, "power_w": 300.5, "bus_id": None, "aicore_mhz": None, "rated_mhz": None}
     assert [(a["node"], a["npu"], a["code"]) for a in doc["alerts"]] == [("n2", 0, "npu-hot")]
 
 
@@ -175,3 +175,36 @@ def test_watch_records_every_check_and_says_an_alert_once_while_it_lasts(tmp_pat
     assert said == [["npu-hot"], [], [], ["npu-hot"]] and watch.sampler.closed
     samples, bad = recording.read(tmp_path / recording.FILE_NAME)
     assert bad == 0 and [s.nodes[0].npus[0].temp_c for s in samples] == [97, 97, 50, 97]
+
+
+def test_the_frequency_of_each_npu_from_npu_smi_common(data_dir):
+    from dapo_ops.ascend.npu_smi_common import parse_npu_smi_common
+    from dapo_ops.errors import ParseError
+    from dapo_ops.telemetry.sampler import MARK, frequency_command, parse_frequencies
+
+    idle = (data_dir / "ascend" / "npu-smi-common-idle.txt").read_text()
+    info = parse_npu_smi_common(idle)
+    assert (info.rated_mhz, info.current_mhz, info.aicore_pct, info.temp_c) == (1800, 800, 0, 46)  # not the MCU's 38
+    # the public sample as printed in a blog, its padding lost
+    assert parse_npu_smi_common("Aicore Freq(MHZ) : 1850\nAicore curFreq(MHZ):800\n").rated_mhz == 1850
+    with pytest.raises(ParseError, match="missing 'Aicore curFreq"):
+        parse_npu_smi_common("\tAicore Freq(MHZ)  : 1800\n")
+    assert frequency_command([0, 3]) == (f'for i in 0 3; do echo "{MARK}$i"; npu-smi info -t common -i "$i" 2>&1; '
+                                         'done')
+    busy = idle.replace("curFreq(MHZ)            : 800", "curFreq(MHZ)            : 1300")
+    output = f"{MARK}0\n{idle}{MARK}3\n{busy}{MARK}5\nThe NPU ID 5 is invalid.\n"
+    assert parse_frequencies(output) == {0: (800, 1800), 3: (1300, 1800)}
+
+
+def test_a_busy_npu_below_its_rated_frequency_is_reduced_and_an_idle_one_is_not():
+    import dataclasses
+
+    slow = dataclasses.replace(reading(2, aicore=85), aicore_mhz=1300, rated_mhz=1800)
+    idle = dataclasses.replace(reading(3, aicore=0), aicore_mhz=800, rated_mhz=1800)
+    full = dataclasses.replace(reading(4, aicore=85), aicore_mhz=1800, rated_mhz=1800)
+    found = alerts([FleetSample(100.0, (node("n1", [slow, idle, full]),))])
+    reduced = [a for a in found if a.code == "npu-freq-reduced"]
+    assert codes(reduced) == [(WARNING, "npu-freq-reduced", "n1", 2)]
+    assert "1300 of its 1800 MHz" in reduced[0].message
+    families, samples = parsed(exposition(FleetSample(100.0, (node("n1", [slow, reading(5)]),))))
+    assert [(s[1]["id"], s[2]) for s in samples if s[0] == "npu_chip_info_aicore_current_freq"] == [("2", 1300.0)]
