@@ -10,7 +10,8 @@ import pytest
 from dapo_ops.audit.analyze import analyze
 from dapo_ops.audit.collect import HostRaw, read_bundle, write_bundle
 from dapo_ops.audit.model import Thresholds
-from dapo_ops.audit.report import prometheus_text, write_atomically
+from dapo_ops.audit.report import prometheus_text
+from dapo_ops.files import write_atomically
 from dapo_ops.manifest import load_manifest
 from dapo_ops.stackcheck import pinned_python_packages
 
