@@ -3,7 +3,7 @@
 # read-only queries from a cache that any change of the hardware model, of the installed driver or of the NPUs' load
 # invalidates (npu-smi's readings follow a load marker written in the last 2 minutes: never cached then).
 # The tools are symlinks to this file (npu-smi, hccn_tool, lspci, ...): the name it is called by is the tool.
-here=/dev/.dapo-sim
+here=${DAPO_SIM_HW_DIR:-/dev/.dapo-sim}
 tool=${0##*/}
 if [ "$tool" = run ]; then
   tool=$1

@@ -237,3 +237,29 @@ def test_npu_smi_common_prints_the_frequency_reduced_when_a_loaded_npu_is_too_ho
     marker(node, since=now - 30, until=now + 60, aicore_pct=85)
     assert common(0).current_mhz == 1800 and common(0).aicore_pct > 0
     assert common(3).current_mhz == 1300 and common(3).temp_c == 110
+
+
+def test_the_dispatcher_cache_never_serves_a_table_from_before_a_fresh_load_marker(tmp_path):
+    import time
+
+    node = Node(tmp_path, model(npus=2))
+    tool = tmp_path / "bin" / "npu-smi"
+    tool.parent.mkdir()
+    (node.hw_dir / "ascend_emu.py").write_text(EMU.read_text())
+    (node.hw_dir / "run").write_text((ASSETS / "run.sh").read_text())
+    (node.hw_dir / "run").chmod(0o755)
+    tool.symlink_to(node.hw_dir / "run")
+
+    def aicore():
+        result = subprocess.run([str(tool), "info"], capture_output=True, text=True, env=node.env, timeout=30)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return [c.aicore_pct for c in npu_smi.parse_npu_smi_info(result.stdout).chips]
+
+    assert aicore() == [0, 0] and (node.hw_dir / "cache" / "npu-smi_info").is_file()
+    now = time.time()
+    marker(node, since=now - 5, until=now + 60, aicore_pct=85)
+    assert all(aicore())                                  # the cached idle table is not served
+    marker(node, since=now - 900, until=now - 600, aicore_pct=85)
+    old = now - 600
+    os.utime(node.hw_dir / "load" / "job.json", (old, old))   # written 10 minutes ago: the load is over
+    assert aicore() == [0, 0]
