@@ -3,10 +3,7 @@ findings), node_exporter textfile metrics for Prometheus."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
-from pathlib import Path
 
 from rich import box
 from rich.console import Console

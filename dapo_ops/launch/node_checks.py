@@ -5,8 +5,6 @@ its Ray will bind."""
 
 from __future__ import annotations
 
-import shlex
-
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.fleet.ssh import HostSpec, QUICK, fan_out, parsed_on_each, run_on
 from dapo_ops.launch import cluster
@@ -65,22 +63,17 @@ def check_ray_ports(hosts: list[HostSpec], ports: RayPorts, timeout: float = QUI
 
 def space_command(directory: str) -> str:
     """The free space of the filesystem that holds (or will hold) `directory`: df of its nearest existing ancestor."""
-    return (f"d={shlex.quote(directory)}; while [ ! -d \"$d\" ]; do d=$(dirname -- \"$d\"); done; "
-            "printf 'dir %s\\n' \"$d\"; df -Pk -- \"$d\" | tail -n 1")
+    from dapo_ops.fleet.disk import space_command as command
+
+    return command([directory])
 
 
 def parse_space(output: str) -> tuple[str, float]:
-    """(the directory df looked at, its filesystem's available GiB) from space_command's output (POSIX df -P: the
-    fourth field is the available 1024-byte blocks)."""
-    from dapo_ops.errors import ParseError
+    """(the directory df looked at, its filesystem's available GiB) from space_command's output."""
+    from dapo_ops.fleet.disk import parse_space as parse
 
-    lines = output.splitlines()
-    if len(lines) != 2 or not lines[0].startswith("dir "):
-        raise ParseError("df -Pk", f"unexpected output {output[:160]!r}")
-    fields = lines[1].split()
-    if len(fields) < 6 or not fields[3].isdigit():
-        raise ParseError("df -Pk", "no available-blocks field", line=lines[1])
-    return lines[0][4:], int(fields[3]) / 2**20
+    space = parse(output, 1)[0]
+    return space.directory, space.available / 2**30
 
 
 def check_checkpoint_space(hosts: list[HostSpec], directory: str, step_gib: float, keep: int,

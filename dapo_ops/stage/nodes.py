@@ -15,6 +15,7 @@ import paramiko
 from fabric import Connection
 
 from dapo_ops.errors import DapoError, ParseError
+from dapo_ops.fleet import disk
 from dapo_ops.fleet.ssh import QUICK, HostSpec, connect, fan_out, run
 from dapo_ops.fleet.transfer import exchange, write_file
 from dapo_ops.job import node_files
@@ -136,42 +137,16 @@ def list_model(node: Node, model_dir: str) -> dict:
         raise ParseError("relay.py list", "not a listing", line=out[:200]) from None
 
 
-ANCESTOR_COMMAND = 'for d in "$@"; do while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; printf "%s\\n" "$d"; done'
-
-
 def existing_ancestors(node: Node, directories: list[str]) -> dict[str, str]:
     """directory -> itself or its nearest ancestor that exists on the node (nothing is made)."""
-    out = node.run(f"sh -c {shlex.quote(ANCESTOR_COMMAND)} sh " + " ".join(map(shlex.quote, directories)),
-                   "look for the job's directories")
-    found = out.splitlines()
-    if len(found) != len(directories):
-        raise ParseError("nearest existing directory", f"{len(found)} lines for {len(directories)} directories")
-    return dict(zip(directories, found))
-
-
-SPACE_COMMAND = ('for d in "$@"; do while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done; '
-                 'df -Pk -- "$d" | tail -n 1; done')
+    return disk.parse_nearest(node.run(disk.nearest_command(directories), "look for the job's directories"),
+                              directories)
 
 
 def free_space(node: Node, directories: list[str]) -> dict[str, tuple[str, int]]:
     """directory -> (its filesystem's mount point, available bytes), from df -P of its nearest existing ancestor."""
-    out = node.run(f"sh -c {shlex.quote(SPACE_COMMAND)} sh " + " ".join(map(shlex.quote, directories)),
-                   "read the free space")
-    return dict(zip(directories, parse_df(out, len(directories))))
-
-
-def parse_df(output: str, expected: int) -> list[tuple[str, int]]:
-    """POSIX df -Pk lines -> (mount point, available bytes): the fourth field is available 1024-byte blocks, the
-    sixth on the mount point (which may hold spaces)."""
-    rows = []
-    for line in output.splitlines():
-        fields = line.split(None, 5)
-        if len(fields) < 6 or not fields[3].isdigit():
-            raise ParseError("df -Pk", "not a df -P line", line=line)
-        rows.append((fields[5], int(fields[3]) * 1024))
-    if len(rows) != expected:
-        raise ParseError("df -Pk", f"{len(rows)} lines for {expected} directories")
-    return rows
+    spaces = disk.parse_space(node.run(disk.space_command(directories), "read the free space"), len(directories))
+    return {d: (space.mount, space.available) for d, space in zip(directories, spaces)}
 
 
 def install_hop(node: Node, key: keys.RunKey | None, next_node: Node | None, known_lines: list[str],

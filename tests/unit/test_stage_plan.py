@@ -1,5 +1,5 @@
 """What `dapo-ops stage` sends where (dapo_ops/stage/plan.py), with the two parsers around it that read the nodes'
-answers: df -Pk (stage/nodes.py parse_df) and the relays' report lines (stage/stream.py parse_event). Pure: the
+answers: the relays' report lines (stage/stream.py parse_event). Pure: the
 hash lines come from the relay's own file_digest on real files."""
 
 import hashlib
@@ -9,7 +9,6 @@ import pytest
 
 from dapo_ops.errors import ParseError, UsageError
 from dapo_ops.stage import relay
-from dapo_ops.stage.nodes import parse_df
 from dapo_ops.stage.plan import (Digest, Placement, SourceFile, check_targets, human_bytes, parse_hashes, plan,
                                  target_dirs, under)
 from dapo_ops.stage.stream import parse_event
@@ -185,32 +184,6 @@ def test_target_dirs_are_the_distinct_directories_sorted():
                                      (3 << 40, "3.0 TiB"), (2048 << 40, "2048.0 TiB")])
 def test_human_bytes(n, text):
     assert human_bytes(n) == text
-
-
-# ------------------------------------------------------------------------------------------------ df -Pk
-
-def test_parse_df_reads_available_blocks_and_a_mount_point_with_spaces():
-    out = ("/dev/nvme0n1p2 960000000 400000000 560000000 42% /\n"
-           "nas:/export/models 2000000 1500000 500000 75% /mnt/shared models/v 2\n")
-    assert parse_df(out, 2) == [("/", 560000000 * 1024), ("/mnt/shared models/v 2", 500000 * 1024)]
-
-
-@pytest.mark.parametrize("line", ["/dev/sda1 100 50 50 50%",
-                                  "Filesystem 1024-blocks Used Available Capacity Mounted on",
-                                  "/dev/sda1 100 50 -5 50% /data"])
-def test_parse_df_refuses_a_line_that_is_not_a_df_p_line(line):
-    with pytest.raises(ParseError) as caught:
-        parse_df(line + "\n", 1)
-    assert caught.value.line == line
-
-
-def test_parse_df_refuses_a_line_count_other_than_the_directories_asked():
-    line = "/dev/sda1 100 50 50 50% /data\n"
-    with pytest.raises(ParseError, match="1 lines for 2 directories"):
-        parse_df(line, 2)
-    with pytest.raises(ParseError):
-        parse_df(line * 3, 2)
-    assert parse_df("", 0) == []
 
 
 # ------------------------------------------------------------------------------------------------ report lines
