@@ -60,8 +60,7 @@ def gather_sources(spec: JobSpec, model_from: Source, data_from: Source | None, 
     """The source's files with their sha256 (hashed once, where they are), and what the model directory holds that
     the job does not read."""
     if source_node is None:
-        names = local_model_names(model_from.path)
-        left_out = node_ops_left_out(model_from.path)
+        names, left_out = local_model_names(model_from.path)
     else:
         listing = node_ops.list_model(source_node, model_from.path)
         if listing["problems"]:
@@ -78,12 +77,6 @@ def gather_sources(spec: JobSpec, model_from: Source, data_from: Source | None, 
     files = source_files(pairs, digests)
     check_targets(files)
     return files, left_out
-
-
-def node_ops_left_out(model_dir: str) -> list[str]:
-    from dapo_ops.job.node_files import model_file_names
-
-    return model_file_names(model_dir)[1]
 
 
 def _as_dict(digest) -> dict:

@@ -53,18 +53,19 @@ def data_targets(paths: list[tuple[str, str]], data_src: Source | None) -> list[
     return list(seen.values())
 
 
-def local_model_names(model_src: str) -> list[str]:
-    """The model directory's files to stage; UsageError when the job could not run from it."""
+def local_model_names(model_src: str) -> tuple[list[str], list[str]]:
+    """The model directory's files to stage and the ones the job does not read (left out), from one listing;
+    UsageError when the job could not run from it."""
     if not os.path.isdir(model_src):
         raise UsageError(f"{model_src}: no model directory there (pass --model-from DIR or NODE:DIR)")
     try:
-        names, _ = node_files.model_file_names(model_src)
+        names, left_out = node_files.model_file_names(model_src)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{model_src}: {exc}; nothing was copied") from None
     problems = node_files.model_problems(model_src)
     if problems:
         raise UsageError(model_refusal(problems))
-    return names
+    return names, left_out
 
 
 def model_refusal(problems: list[str]) -> str:

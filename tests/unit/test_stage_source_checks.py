@@ -129,8 +129,10 @@ def test_source_files_refuse_missing_or_unreadable_sources_and_copy_nothing(tmp_
 
 def test_local_model_names_list_the_index_its_shards_config_and_tokenizer_only(tmp_path):
     model = make_model(tmp_path / "qwen3")
-    assert local_model_names(str(model)) == ["config.json", *SHARDS, "model.safetensors.index.json",
-                                             "tokenizer.json", "tokenizer_config.json"]
+    (model / "consolidated.pth").write_bytes(b"weights the index does not name")
+    assert local_model_names(str(model)) == (["config.json", *SHARDS, "model.safetensors.index.json",
+                                              "tokenizer.json", "tokenizer_config.json"],
+                                             ["consolidated.pth", "original", "pytorch_model.bin"])
 
 
 def test_a_truncated_shard_refuses_the_source_and_copies_nothing(tmp_path):
