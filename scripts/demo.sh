@@ -2,7 +2,7 @@
 # The main job on the simulated fleet: bootstrap this machine, bring up 2 simulated Ascend nodes, provision them
 # with the real ansible-playbook site.yml, audit them, validate and render the DAPO job, then launch it on a real
 # Ray cluster over the 2 nodes (the simulated fleet runs the DAPO entry point in its documented dry mode),
-# follow it to the end and stop it.
+# follow it to the end, look at its NPUs and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
@@ -22,6 +22,7 @@ for _ in $(seq 60); do
   sleep 3
 done
 dapo-ops logs "$run" | tail -n 5
+dapo-ops top "$run" --once   # every NPU of the run's nodes, its step, and the alerts
 dapo-ops stop "$run"
 dapo-ops runs
 echo "demo: done ($run: $state). Inspect with: dapo-sim status; tear down with: dapo-sim down"
