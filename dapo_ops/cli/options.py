@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -20,7 +21,8 @@ limit_option = click.option("--limit", metavar="PATTERN",
 
 
 def require_positive(**values: float | int | None) -> None:
-    """One usage error for the first given option that is not positive (keyword names become --option-names)."""
+    """One usage error for the first given option that is not a positive finite number (keyword names become
+    --option-names): click's float type takes `nan` and `inf`, which would make a loop spin or overflow."""
     for name, value in values.items():
-        if value is not None and value <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        if value is not None and not (0 < value < math.inf):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number")

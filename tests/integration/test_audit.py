@@ -66,7 +66,7 @@ def test_limit_and_bad_usage(clean_fleet):
     assert only.returncode == 0 and list(json.loads(only.stdout)["hosts"]) == ["node2"]
     for args, needle in ((["--limit", "node9"], "matches no host"), (["-i", "/nonexistent"], "does not exist"),
                          (["--from-bundle", "/tmp", "-i", "inventory/sim"], "takes neither"),
-                         (["--timeout", "0"], "must be positive")):
+                         (["--timeout", "0"], "must be a positive number")):
         bad = audit(*args)
         assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr
 
