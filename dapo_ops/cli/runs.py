@@ -8,9 +8,6 @@ import time
 from pathlib import Path
 
 import click
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
 from dapo_ops.cli.options import inventory_option, json_option, model_config_option, require_positive
 from dapo_ops.cli.output import Output, StepPrinter, as_dict
@@ -162,8 +159,10 @@ def _run_hosts(record, inv) -> dict:
                    "most N times (launch --resume).")
 @click.option("--wait-for-nodes", type=float, default=3600.0, show_default=True, metavar="SECONDS",
               help="With --resume-on-failure: how long to wait for a lost node to answer again.")
+@click.option("--hardware/--no-hardware", default=True, show_default=True,
+              help="At each check, sample the run's NPUs (as `top`), record them in the run and say new alerts.")
 def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: float, resumes: int,
-          wait_for_nodes: float) -> None:
+          wait_for_nodes: float, hardware: bool) -> None:
     """Check a running run every --interval seconds until its job ends or a node is lost (exit 0 only when the
     job succeeded); with --resume-on-failure, go on with a resumed attempt."""
     out = Output(False)
@@ -179,7 +178,7 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
         _interrupt_on_term_and_hup()   # a resumed attempt's launch torn down as a launch is
     attempts = 0
     while True:
-        _watch_until_over(record, _run_hosts(record, inv), on_node_loss, interval, out)
+        _watch_until_over(record, _run_hosts(record, inv), on_node_loss, interval, out, hardware)
         if record.state == RunState.SUCCEEDED:
             out.success(f"{record.run_id}: succeeded")
             return
@@ -190,29 +189,33 @@ def watch(run: str | None, inventory: Path | None, on_node_loss: str, interval: 
         record = _resume(record, inv, interval, wait_for_nodes, out)
 
 
-def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float, out: Output) -> None:
+def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float, out: Output,
+                      sample_hardware: bool = True) -> None:
     from dapo_ops.launch.saved_record import TEND_EVERY, tend_checkpoints
     from dapo_ops.launch.watch import watch_once
     from dapo_ops.telemetry.series import hardware_watch
 
-    last, checks, hardware = None, 0, hardware_watch([by_name[n] for n in record.nodes], record.directory)
-    while record.state == RunState.RUNNING:
-        health = watch_once(record, by_name, on_node_loss, out.note)
-        for alert in hardware.check() if record.state == RunState.RUNNING else ():
-            out.warning(f"{alert.message} (check {alert.check})")
-        checks += 1
-        if (record.state == RunState.RUNNING and not health.lost and record.checkpoint_keep and record.world_size
-                and checks % TEND_EVERY == 0):
-            tend_checkpoints(record, by_name, out.note)
-        line = f"{record.run_id}: {record.state}, Ray job {health.job or '?'}" + (
-            f", lost: {', '.join(sorted(health.lost))}" if health.lost else f", {len(record.nodes)} node(s) healthy")
-        if line != last:
-            out.note(line)
-            last = line
-        if record.state == RunState.RUNNING:
-            time.sleep(interval)
-    hardware.close()
-
+    last, checks = None, 0
+    hardware = hardware_watch([by_name[n] for n in record.nodes], record.directory, sample_hardware)
+    try:
+        while record.state == RunState.RUNNING:
+            health = watch_once(record, by_name, on_node_loss, out.note)
+            for line in hardware.check() if record.state == RunState.RUNNING else ():
+                out.warning(line)
+            checks += 1
+            if (record.state == RunState.RUNNING and not health.lost and record.checkpoint_keep
+                    and record.world_size and checks % TEND_EVERY == 0):
+                tend_checkpoints(record, by_name, out.note)
+            line = f"{record.run_id}: {record.state}, Ray job {health.job or '?'}" + (
+                f", lost: {', '.join(sorted(health.lost))}" if health.lost
+                else f", {len(record.nodes)} node(s) healthy")
+            if line != last:
+                out.note(line)
+                last = line
+            if record.state == RunState.RUNNING:
+                time.sleep(interval)
+    finally:
+        hardware.close()
 
 
 def doctor_cause(record) -> str | None:
@@ -284,37 +287,10 @@ def stop(run: str, inventory: Path | None, as_json: bool) -> None:
 @json_option
 def runs(as_json: bool) -> None:
     """The runs this controller launched."""
+    from dapo_ops.cli.runs_table import runs_table
     from dapo_ops.launch.records import all_runs
 
     out = Output(as_json)
     records = all_runs()
-    out.table(runs_table([(r.state, r.run_id, ",".join(r.nodes), _saved_cell(r), _reason_cell(r)) for r in records],
-                         out.console.width))
+    out.table(runs_table(records, out.console.width))
     out.document([as_dict(r) for r in records])
-
-
-def _saved_cell(record) -> str:
-    """The last complete checkpoint step as `status` or `watch` last read it on the nodes."""
-    step = (record.saved or {}).get("last_complete")
-    return "" if not record.saved else ("none" if step is None else f"step {step}")
-
-
-def _reason_cell(record) -> str:
-    resumed = f"resumes {record.resumed_from} from step {record.resume_step}" if record.resumed_from else ""
-    return "; ".join(part for part in (resumed, record.reason or "") if part)
-
-
-COLUMNS = ("state", "run", "nodes", "checkpoint")
-
-
-def runs_table(rows: list[tuple[str, str, str, str, str]], width: int) -> Table:
-    table = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1))
-    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(COLUMNS))]
-    for index, name in enumerate(COLUMNS):  # never shortened: the reason gives way
-        table.add_column(name, no_wrap=True, min_width=max(widths[index], len(name)))
-    # what is left of the line (rich drops no_wrap columns that do not fit); `runs --json` has the whole reason
-    left = width - sum(max(w, len(name)) for w, name in zip(widths, COLUMNS)) - (len(COLUMNS) + 1) * 2 - 2
-    table.add_column("reason", no_wrap=True, overflow="ellipsis", max_width=max(left, 6))
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))  # run ids and reasons are shown literally
-    return table

@@ -6,7 +6,9 @@ sample; 2 bad input."""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +18,9 @@ from dapo_ops.cli.options import inventory_option, limit_option, require_positiv
 from dapo_ops.cli.output import Output
 from dapo_ops.errors import DapoError, UsageError
 from dapo_ops.telemetry.alerts import ERROR, Thresholds
+from dapo_ops.telemetry.model import RunProgress
 
-LOG_EVERY = 30.0   # seconds between reads of the run's log (a `ray job logs` on the head each time)
+LOG_EVERY = 30.0   # seconds between reads of the run's log (a `ray job logs` on the head each time), in the background
 
 
 class Source:
@@ -42,24 +45,52 @@ class Source:
         chosen = set(select([h.name for h in hosts], limit))
         self.hosts = [h for h in hosts if h.name in chosen]
         self.expected = {h.name: h.npus for h in self.hosts}
-        self.progress, self.read_at = None, None
+        self.progress = None if self.record is None else RunProgress(self.record.run_id, str(self.record.state),
+                                                                     note="reading its log")
+        self._stop = threading.Event()
+        self.recording = True
 
-    def run_progress(self, now: float):
-        if self.record is None:
-            return None
-        if self.read_at is None or now - self.read_at >= LOG_EVERY:
-            from dapo_ops.launch.records import load_run
-            from dapo_ops.report.progress import run_progress
+    def read_progress(self) -> None:
+        """The run's step from its log, read as `report` reads it (its own SSH connections: `ray job logs` on the
+        head, the file-logger JSONL)."""
+        from dapo_ops.launch.records import load_run
+        from dapo_ops.report.progress import run_progress
 
-            self.record = load_run(self.record.run_id)
-            self.progress = run_progress(self.record, self.inventory, self.record.directory / "top")
-            self.read_at = now
-        return self.progress
+        record = load_run(self.record.run_id)
+        self.progress = run_progress(record, self.inventory, record.directory / "top")
+
+    def follow_progress(self) -> None:
+        """Read the run's progress every LOG_EVERY seconds on a thread of its own, so a slow log never holds a
+        refresh; stop() ends it."""
+        def loop():
+            while not self._stop.is_set():
+                try:
+                    self.read_progress()
+                except Exception as exc:   # a read that failed: say so beside the run, try again
+                    self.progress = RunProgress(self.record.run_id, "?", note=f"its log could not be read: {exc}")
+                self._stop.wait(LOG_EVERY)
+
+        if self.record is not None:
+            threading.Thread(target=loop, name="top-run-progress", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def record_path(self) -> Path | None:
         from dapo_ops.telemetry.recording import FILE_NAME
 
         return None if self.record is None else self.record.directory / FILE_NAME
+
+
+def _check_textfile(textfile: Path | None) -> None:
+    if textfile is None:
+        return
+    if textfile.is_dir():
+        raise UsageError(f"--textfile {textfile} is a directory: name the file (node_exporter reads *.prom)")
+    if not textfile.parent.is_dir():
+        raise UsageError(f"--textfile {textfile}: no directory {textfile.parent}")
+    if not os.access(textfile.parent, os.W_OK):
+        raise UsageError(f"--textfile {textfile}: {textfile.parent} is not writable")
 
 
 @click.command()
@@ -93,33 +124,45 @@ def top(run: str | None, inventory: Path | None, limit: str | None, interval: fl
         raise UsageError("--freq-every must be 0 (never) or more")
     if as_json and prometheus:
         raise UsageError("--json and --prometheus each print the sample: choose one")
-    if textfile is not None and not textfile.parent.is_dir():
-        raise UsageError(f"--textfile {textfile}: no directory {textfile.parent}")
+    _check_textfile(textfile)
     out = Output(as_json or prometheus)
     source = Source(run, inventory, limit)
     window = Window(seconds=max(60.0, 3 * interval), thresholds=Thresholds(throttle_c=throttle_temp))
     recorded = source.record_path() if record else None
     with Sampler(source.hosts, source.expected, freq_every=freq_every) as sampler:
         if once:
-            sample = _take(sampler, window, source, recorded, textfile)
+            if source.record is not None:
+                source.read_progress()
+            sample = _take(sampler, window, source, recorded, textfile, out)
             _emit(sample, out, as_json, prometheus, live=None)
             if any(a.severity == ERROR for a in sample.alerts):
                 raise DapoError(f"{sum(a.severity == ERROR for a in sample.alerts)} error alert(s): "
                                 + "; ".join(a.where + " " + a.code for a in sample.alerts if a.severity == ERROR))
             return
-        _loop(sampler, window, source, recorded, textfile, interval, out, as_json, prometheus)
+        source.follow_progress()
+        try:
+            _loop(sampler, window, source, recorded, textfile, interval, out, as_json, prometheus)
+        finally:
+            source.stop()
 
 
-def _take(sampler, window, source: Source, recorded: Path | None, textfile: Path | None):
+def _take(sampler, window, source: Source, recorded: Path | None, textfile: Path | None, out: Output):
     from dapo_ops.telemetry import recording
     from dapo_ops.telemetry.exporter import write_textfile
 
-    nodes = sampler.sample(deadline=time.monotonic() + sampler.timeout + 15)
-    sample = window.add(nodes, source.run_progress(time.time()))
-    if recorded is not None:
-        recording.append(recorded, sample)
+    nodes = sampler.sample(deadline=time.monotonic() + sampler.timeout)
+    sample = window.add(nodes, source.progress)
+    if recorded is not None and source.recording:
+        try:
+            recording.append(recorded, sample)
+        except OSError as exc:   # the samples are still shown; only the record stops
+            out.warning(f"cannot add to {recorded}: {exc.strerror or exc}; the samples are no longer recorded")
+            source.recording = False
     if textfile is not None:
-        write_textfile(textfile, sample)
+        try:
+            write_textfile(textfile, sample)
+        except OSError as exc:
+            raise DapoError(f"--textfile {textfile}: {exc.strerror or exc}") from None
     return sample
 
 
@@ -156,7 +199,7 @@ def _loop(sampler, window, source, recorded, textfile, interval, out, as_json, p
             live.start()
         while True:
             started = time.monotonic()
-            sample = _take(sampler, window, source, recorded, textfile)
+            sample = _take(sampler, window, source, recorded, textfile, out)
             _emit(sample, out, as_json, prometheus, live if live is not None else False)
             if live is not None:
                 live.refresh()

@@ -11,6 +11,7 @@ transfer.py). Every command has a timeout; many hosts run in a bounded thread po
 from __future__ import annotations
 
 import enum
+import logging
 import queue
 import socket
 import threading
@@ -28,6 +29,10 @@ from dapo_ops.fleet import known_hosts
 from dapo_ops.fleet.ssh_config import SUDO_NEEDS_PASSWORD, Endpoint, as_become_user
 
 T = TypeVar("T")
+# paramiko logs a failed handshake ("Error reading SSH protocol banner") with its traceback from its transport
+# thread; with no handler anywhere Python prints it on stderr (logging.lastResort). Every such failure reaches the
+# caller as an SSHError or a CommandResult, so the log adds nothing but noise on a live screen.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)

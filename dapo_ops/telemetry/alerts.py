@@ -24,6 +24,7 @@ class Thresholds:
     lagging: float = 0.5            # a node lags below this fraction of the other nodes' median AICore %
     low_pct: int = 70               # in a step, a fleet median AICore % below this suggests a bigger micro batch
     reduced: float = 0.95           # a busy NPU's AICore below this share of its rated frequency is reduced
+    freq_busy_pct: int = 10         # busy: at least this AICore % in the table and where the frequency was read
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def _reading(node: str, r: NpuReading, t: Thresholds) -> list[Alert]:
                            f"{where} is at {r.temp_c} C, within {t.near_throttle_c} C of throttling at "
                            f"{t.throttle_c} C",
                            "cooling: fans, inlet air temperature, blocked airflow"))
-    if r.aicore_mhz is not None and r.rated_mhz and r.aicore_pct and r.aicore_mhz < t.reduced * r.rated_mhz:
+    if (r.aicore_mhz is not None and r.rated_mhz and r.aicore_mhz < t.reduced * r.rated_mhz
+            and min(r.aicore_pct or 0, r.freq_busy_pct or 0) >= t.freq_busy_pct):
         found.append(Alert(WARNING, "npu-freq-reduced", node, r.device,
                            f"{where} AICore runs at {r.aicore_mhz} of its {r.rated_mhz} MHz at {r.aicore_pct} % "
                            f"AICore: its steps slow down",

@@ -3,7 +3,8 @@
 Names, HELP texts and labels are npu-exporter's (Ascend/mind-cluster, component/npu-exporter/collector/metrics/
 collector_for_npu.go, collector_for_utilization.go and collector_for_hbm.go; the label set in
 collector/common/constants.go `CardLabel`: id, model_name, vdie_id, pcie_bus_info, namespace, pod_name,
-container_name). `id` is the physical chip id (the Phy-ID, the NPU id on a 910B). What differs, and why:
+container_name). `id` is the physical chip id (the Phy-ID, the NPU id on a 910B), and `machine_npu_nums` counts
+chips, as the exporter does (two per A3 NPU). What differs, and why:
 - one exposition covers many nodes, so every sample also carries `host` (Prometheus's `instance` is the scrape
   target's and cannot be set here);
 - `vdie_id` is empty and `namespace`/`pod_name`/`container_name` are empty, as the exporter writes them when it
@@ -56,8 +57,7 @@ def exposition(sample: FleetSample) -> str:
     """The Prometheus text format: npu-exporter's families, then `dapo_top_node_up` per node."""
     readings = sample.readings
     lines = _family("machine_npu_nums", "Amount of npu installed on the machine.",
-                    [f'machine_npu_nums{{host="{_quoted(n.node)}"}} {len({r.npu for r in n.npus})}'
-                     for n in sample.nodes if n.ok])
+                    [f'machine_npu_nums{{host="{_quoted(n.node)}"}} {len(n.npus)}' for n in sample.nodes if n.ok])
     lines += _family("npu_chip_info_name", "the Ascend npu name with value '1'",
                      [f"npu_chip_info_name{{{_labels(node, r, 'name')}}} 1" for node, r in readings])
     for name, help_text, value in _CHIP:

@@ -24,6 +24,7 @@ class NpuReading:
     bus_id: str = ""
     aicore_mhz: int | None = None       # the AICore's current frequency (npu-smi info -t common), when read
     rated_mhz: int | None = None        # its rated frequency
+    freq_busy_pct: int | None = None    # the AICore % npu-smi printed with the frequency
 
     @property
     def hbm_fraction(self) -> float | None:
@@ -85,11 +86,3 @@ def node_document(sample: NodeSample) -> dict:
     if sample.seconds is not None:
         document["npu_smi_seconds"] = round(sample.seconds, 4)
     return document
-
-
-def node_from_document(document: dict) -> NodeSample:
-    """The inverse of node_document, for a recorded run (unknown keys in a reading are ignored)."""
-    fields = set(NpuReading.__dataclass_fields__)
-    npus = tuple(NpuReading(**{k: v for k, v in r.items() if k in fields}) for r in document.get("npus", []))
-    return NodeSample(document["node"], float(document["at"]), npus, document.get("error"),
-                      document.get("npu_smi_seconds"), document.get("expected_npus"))

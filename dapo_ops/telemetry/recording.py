@@ -8,7 +8,9 @@ read them) or its error, the run's step when known, and the alerts raised."""
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from dapo_ops.telemetry.alerts import Alert
@@ -39,33 +41,78 @@ def append(path: Path, sample: FleetSample) -> None:
         os.close(fd)
 
 
-def _reading(row: list) -> NpuReading:
-    if not 9 <= len(row) <= len(_ROW):
-        raise ValueError(f"a row of {len(row)} values")
-    return NpuReading(name="", **dict(zip(_ROW, row)))
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _sample(record: dict) -> FleetSample:
-    nodes = []
-    for name, entry in record["nodes"].items():
-        if "error" in entry:
-            nodes.append(NodeSample(str(name), float(record["at"]), error=str(entry["error"])))
+def _is_number(value) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _is_optional_number(value) -> bool:
+    return value is None or _is_number(value)
+
+
+_ROW_TYPES = {"npu": _is_int, "chip": _is_int, "device": _is_int, "aicore_pct": _is_optional_number,
+              "temp_c": _is_optional_number, "power_w": _is_optional_number, "hbm_used_mb": _is_int,
+              "hbm_total_mb": _is_int, "health": lambda v: isinstance(v, str),
+              "aicore_mhz": _is_optional_number, "rated_mhz": _is_optional_number}
+
+
+def _reading(row) -> NpuReading:
+    if not isinstance(row, list) or not 9 <= len(row) <= len(_ROW):
+        raise ValueError("not a row")
+    values = dict(zip(_ROW, row))
+    if not all(_ROW_TYPES[key](value) for key, value in values.items()):
+        raise ValueError("a row's values are not of their types")
+    return NpuReading(name="", **values)
+
+
+def _alert(entry) -> Alert:
+    fields = ("severity", "code", "node", "message", "check")
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in fields) or not (
+            entry.get("npu") is None or _is_int(entry.get("npu"))):
+        raise ValueError("not an alert")
+    return Alert(*(entry[k] for k in fields[:3]), entry.get("npu"), *(entry[k] for k in fields[3:]))
+
+
+def _sample(record) -> FleetSample:
+    at, step, nodes = record.get("at"), record.get("step"), record.get("nodes")
+    if not _is_number(at) or not (step is None or _is_int(step)) or not isinstance(nodes, dict):
+        raise ValueError("not a sample")
+    parsed = []
+    for name, entry in nodes.items():
+        if isinstance(entry, dict) and isinstance(entry.get("error"), str):
+            parsed.append(NodeSample(name, float(at), error=entry["error"]))
+        elif isinstance(entry, dict) and isinstance(entry.get("npus"), list):
+            parsed.append(NodeSample(name, float(at), tuple(_reading(r) for r in entry["npus"])))
         else:
-            nodes.append(NodeSample(str(name), float(record["at"]), tuple(_reading(r) for r in entry["npus"])))
-    alerts = tuple(Alert(a["severity"], a["code"], a["node"], a["npu"], a["message"], a["check"])
-                   for a in record.get("alerts", []))
-    step = record.get("step")
-    run = RunProgress("", "", step=step) if isinstance(step, int) else None
-    return FleetSample(float(record["at"]), tuple(nodes), run, alerts)
+            raise ValueError("not a node")
+    alerts = record.get("alerts", [])
+    if not isinstance(alerts, list):
+        raise ValueError("not a list of alerts")
+    run = RunProgress("", "", step=step) if step is not None else None
+    return FleetSample(float(at), tuple(parsed), run, tuple(_alert(a) for a in alerts))
 
 
-def read(path: Path) -> tuple[list[FleetSample], int]:
-    """The samples in time order, and how many lines were not a sample (cut short by a crash, or not ours)."""
-    samples, bad = [], 0
+def iter_samples(path: Path) -> Iterator[FleetSample | None]:
+    """Each line's sample, in file order, or None for a line that is not one (cut short by a crash, not ours, or
+    with values of the wrong type); one line at a time, whatever the file's size."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         for text in handle:
             try:
-                samples.append(_sample(json.loads(text)))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                bad += 1
+                record = json.loads(text)
+                yield _sample(record) if isinstance(record, dict) else None
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
+                yield None
+
+
+def read(path: Path) -> tuple[list[FleetSample], int]:
+    """The samples in time order, and how many lines were not a sample."""
+    samples, bad = [], 0
+    for sample in iter_samples(path):
+        if sample is None:
+            bad += 1
+        else:
+            samples.append(sample)
     return sorted(samples, key=lambda s: s.at), bad

@@ -4,7 +4,7 @@ A sample is one command per node, run on all nodes at once over their open conne
 time, no new handshake). A node whose connection dropped, or that was unreachable, is connected again at the next
 sample; its sample meanwhile says why it has no readings. Every `freq_every`-th sample (the first included) also
 reads each NPU's AICore frequency, which only `npu-smi info -t common -i N` prints: a second command on the same
-connection, one npu-smi call per NPU, each answer after a marker line."""
+connection, one npu-smi call per NPU, each answer after a marker line; the samples between carry the last read."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ MARK = "@@dapo-ops npu "
 
 def frequency_command(npu_ids: list[int]) -> str:
     ids = " ".join(str(int(i)) for i in npu_ids)
-    return f'for i in {ids}; do echo "{MARK}$i"; npu-smi info -t common -i "$i" 2>&1; done'
+    return f'for i in {ids}; do echo "{MARK}$i"; npu-smi info -t common -i "$i" 2>&1; done; exit 0'
 
 
-def parse_frequencies(text: str) -> dict[int, tuple[int, int]]:
-    """NPU id -> (current, rated) MHz from frequency_command's output; an NPU whose answer does not parse is left
-    out (an older npu-smi without the keys)."""
+def parse_frequencies(text: str) -> dict[int, tuple[int, int, int | None]]:
+    """NPU id -> (current MHz, rated MHz, the AICore % printed with them) from frequency_command's output; an NPU
+    whose answer does not parse is left out (an older npu-smi without the keys, an NPU gone)."""
     from dapo_ops.errors import ParseError
 
     found: dict[int, tuple[int, int]] = {}
@@ -38,7 +38,7 @@ def parse_frequencies(text: str) -> dict[int, tuple[int, int]]:
         head, _, body = block.partition("\n")
         try:
             info = parse_npu_smi_common(body, f"npu-smi info -t common -i {head.strip()}")
-            found[int(head)] = (info.current_mhz, info.rated_mhz)
+            found[int(head)] = (info.current_mhz, info.rated_mhz, info.aicore_pct)
         except (ParseError, ValueError):
             continue
     return found
@@ -52,6 +52,9 @@ class Sampler:
         self.timeout = timeout
         self.freq_every = freq_every   # 0: never
         self.samples = 0
+        self._in_flight: set[str] = set()
+        self._frequencies: dict[str, dict[int, tuple[int, int, int | None]]] = {}
+        self._closed = False
         self._connections: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -62,21 +65,33 @@ class Sampler:
         self.close()
 
     def sample(self, deadline: float | None = None) -> tuple[NodeSample, ...]:
-        """Every node's sample, in host order; a node that did not answer by the deadline says so."""
+        """Every node's sample, in host order; a node that did not answer by the deadline says so. A node still
+        answering an earlier sample (past its deadline) is not asked again until it has answered."""
         with_freq = bool(self.freq_every) and self.samples % self.freq_every == 0
         self.samples += 1
-        done = ssh.fan_out(self.hosts, lambda host: self._sample_one(host, with_freq), deadline=deadline).results
-        return tuple(done.get(h.name) or NodeSample(h.name, time.time(), error="no answer in time",
-                                                    expected=self.expected.get(h.name)) for h in self.hosts)
+        with self._lock:
+            busy = set(self._in_flight)
+            ready = [h for h in self.hosts if h.name not in busy]
+            self._in_flight.update(h.name for h in ready)
+        done = ssh.fan_out(ready, lambda host: self._sampled(host, with_freq), deadline=deadline).results
+        return tuple(done.get(h.name) or NodeSample(
+            h.name, time.time(), expected=self.expected.get(h.name),
+            error="still answering an earlier sample" if h.name in busy else "no answer in time") for h in self.hosts)
 
     def close(self) -> None:
+        """Closes every connection; one still being made is closed when it is made."""
         with self._lock:
+            self._closed = True
             connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
-            try:
-                conn.close()
-            except Exception:   # a connection already gone: nothing left to close
-                pass
+            _close(conn)
+
+    def _sampled(self, host: HostSpec, with_freq: bool) -> NodeSample:
+        try:
+            return self._sample_one(host, with_freq)
+        finally:
+            with self._lock:
+                self._in_flight.discard(host.name)
 
     def _connection(self, host: HostSpec):
         with self._lock:
@@ -84,17 +99,19 @@ class Sampler:
         if conn is None:
             conn = ssh.connect(host)
             with self._lock:
-                self._connections[host.name] = conn
+                closed = self._closed
+                if not closed:
+                    self._connections[host.name] = conn
+            if closed:
+                _close(conn)
+                raise SSHError(f"{host.name}: the sampler was closed")
         return conn
 
-    def _drop(self, host: HostSpec) -> None:
+    def _drop(self, host: HostSpec, conn) -> None:
         with self._lock:
-            conn = self._connections.pop(host.name, None)
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:   # the connection is what failed: closing it may fail too
-                pass
+            if self._connections.get(host.name) is conn:
+                del self._connections[host.name]
+        _close(conn)
 
     def _sample_one(self, host: HostSpec, with_freq: bool = False) -> NodeSample:
         expected = self.expected.get(host.name)
@@ -104,7 +121,7 @@ class Sampler:
             return NodeSample(host.name, time.time(), error=f"unreachable: {exc}", expected=expected)
         result = ssh.run(conn, host, COMMAND, self.timeout)
         if result.failure is not None:
-            self._drop(host)
+            self._drop(host, conn)
             return NodeSample(host.name, time.time(), error=result.error, expected=expected)
         if result.exit_code != 0:
             tail = (result.stderr.strip() or result.stdout.strip())[-200:]
@@ -114,16 +131,30 @@ class Sampler:
             info = parse_npu_smi_info(result.stdout, COMMAND)
         except ParseError as exc:
             return NodeSample(host.name, time.time(), error=str(exc), seconds=result.seconds, expected=expected)
-        readings = readings_from(info)
+        at, readings = time.time(), readings_from(info)
         if with_freq and readings:
-            readings = self._with_frequencies(conn, host, readings)
-        return NodeSample(host.name, time.time(), readings, seconds=result.seconds, expected=expected)
+            self._read_frequencies(conn, host, sorted({r.npu for r in readings}))
+        return NodeSample(host.name, at, self._with_frequencies(host, readings), seconds=result.seconds,
+                          expected=expected)
 
-    def _with_frequencies(self, conn, host: HostSpec, readings: tuple) -> tuple:
-        """The readings with each NPU's AICore frequency (chip 0's: `-t common` answers per NPU)."""
-        result = ssh.run(conn, host, frequency_command(sorted({r.npu for r in readings})), self.timeout)
-        if result.failure is not None or result.exit_code != 0:
-            return readings
-        found = parse_frequencies(result.stdout)
-        return tuple(dataclasses.replace(r, aicore_mhz=found[r.npu][0], rated_mhz=found[r.npu][1])
+    def _read_frequencies(self, conn, host: HostSpec, npu_ids: list[int]) -> None:
+        result = ssh.run(conn, host, frequency_command(npu_ids), self.timeout)
+        if result.failure is None and result.exit_code == 0:
+            with self._lock:
+                self._frequencies[host.name] = parse_frequencies(result.stdout)
+
+    def _with_frequencies(self, host: HostSpec, readings: tuple) -> tuple:
+        """The readings with each NPU's AICore frequency as last read (chip 0's: `-t common` answers per NPU), as
+        npu-exporter shows the value of its last collection between collections."""
+        with self._lock:
+            found = self._frequencies.get(host.name, {})
+        return tuple(dataclasses.replace(r, aicore_mhz=found[r.npu][0], rated_mhz=found[r.npu][1],
+                                         freq_busy_pct=found[r.npu][2])
                      if r.npu in found and r.chip == 0 else r for r in readings)
+
+
+def _close(conn) -> None:
+    try:
+        conn.close()
+    except Exception:   # a connection already gone, or the one that failed: nothing left to close
+        pass

@@ -112,7 +112,9 @@ def test_continuous_json_keeps_one_connection_per_node_and_ends_on_ctrl_c(fleet)
 
 @pytest.mark.parametrize("args, message", [
     (("--once", "--json", "--prometheus"), "choose one"),
-    (("--interval", "0"), "--interval must be positive"),
+    (("--interval", "0"), "--interval must be a positive number"),
+    (("--interval", "nan", "--once"), "--interval must be a positive number"),
+    (("--interval", "inf"), "--interval must be a positive number"),
     (("--once", "--limit", "node9"), "matches no host"),
     (("no-such-run", "--once"), "no-such-run"),
     (("--once", "--textfile", "/nonexistent/dir/npu.prom"), "no directory"),

@@ -90,7 +90,8 @@ def test_the_json_document_has_every_npu_and_the_alerts():
     assert doc["npus"] == 3 and [n["node"] for n in doc["nodes"]] == ["n1", "n2"]
     assert doc["nodes"][1]["npus"][0] | {"bus_id": None} == {
         "npu": 0, "chip": 0, "device": 0, "name": "910B3", "health": "OK", "aicore_pct": 80, "hbm_used_mb": 30000,
-        "hbm_total_mb": 65536, "temp_c": 97, "power_w": 300.5, "bus_id": None, "aicore_mhz": None, "rated_mhz": None}
+        "hbm_total_mb": 65536, "temp_c": 97, "power_w": 300.5, "bus_id": None, "aicore_mhz": None, "rated_mhz": None,
+        "freq_busy_pct": None}
     assert [(a["node"], a["npu"], a["code"]) for a in doc["alerts"]] == [("n2", 0, "npu-hot")]
 
 
@@ -170,9 +171,10 @@ def test_watch_records_every_check_and_says_an_alert_once_while_it_lasts(tmp_pat
     hot = (node("n1", [reading(0, temp=97)]),)
     cool = (node("n1", [reading(0, temp=50)]),)
     watch = HardwareWatch(FakeSampler([hot, hot, cool, hot]), tmp_path / recording.FILE_NAME)
-    said = [[a.code for a in watch.check()] for _ in range(4)]
+    said = [watch.check() for _ in range(4)]
     watch.close()
-    assert said == [["npu-hot"], [], [], ["npu-hot"]] and watch.sampler.closed
+    assert [len(lines) for lines in said] == [1, 0, 0, 1] and watch.sampler.closed
+    assert said[0][0].startswith("n1 NPU 0 is at 97 C") and "(check cooling" in said[0][0]
     samples, bad = recording.read(tmp_path / recording.FILE_NAME)
     assert bad == 0 and [s.nodes[0].npus[0].temp_c for s in samples] == [97, 97, 50, 97]
 
@@ -190,21 +192,75 @@ def test_the_frequency_of_each_npu_from_npu_smi_common(data_dir):
     with pytest.raises(ParseError, match="missing 'Aicore curFreq"):
         parse_npu_smi_common("\tAicore Freq(MHZ)  : 1800\n")
     assert frequency_command([0, 3]) == (f'for i in 0 3; do echo "{MARK}$i"; npu-smi info -t common -i "$i" 2>&1; '
-                                         'done')
+                                         'done; exit 0')   # the last NPU's failure fails no other
     busy = idle.replace("curFreq(MHZ)            : 800", "curFreq(MHZ)            : 1300")
     output = f"{MARK}0\n{idle}{MARK}3\n{busy}{MARK}5\nThe NPU ID 5 is invalid.\n"
-    assert parse_frequencies(output) == {0: (800, 1800), 3: (1300, 1800)}
+    assert parse_frequencies(output) == {0: (800, 1800, 0), 3: (1300, 1800, 0)}
 
 
 def test_a_busy_npu_below_its_rated_frequency_is_reduced_and_an_idle_one_is_not():
     import dataclasses
 
-    slow = dataclasses.replace(reading(2, aicore=85), aicore_mhz=1300, rated_mhz=1800)
-    idle = dataclasses.replace(reading(3, aicore=0), aicore_mhz=800, rated_mhz=1800)
-    full = dataclasses.replace(reading(4, aicore=85), aicore_mhz=1800, rated_mhz=1800)
-    found = alerts([FleetSample(100.0, (node("n1", [slow, idle, full]),))])
+    slow = dataclasses.replace(reading(2, aicore=85), aicore_mhz=1300, rated_mhz=1800, freq_busy_pct=80)
+    idle = dataclasses.replace(reading(3, aicore=0), aicore_mhz=800, rated_mhz=1800, freq_busy_pct=0)
+    full = dataclasses.replace(reading(4, aicore=85), aicore_mhz=1800, rated_mhz=1800, freq_busy_pct=85)
+    idle_when_read = dataclasses.replace(reading(5, aicore=85), aicore_mhz=800, rated_mhz=1800, freq_busy_pct=1)
+    found = alerts([FleetSample(100.0, (node("n1", [slow, idle, full, idle_when_read]),))])
     reduced = [a for a in found if a.code == "npu-freq-reduced"]
     assert codes(reduced) == [(WARNING, "npu-freq-reduced", "n1", 2)]
     assert "1300 of its 1800 MHz" in reduced[0].message
     families, samples = parsed(exposition(FleetSample(100.0, (node("n1", [slow, reading(5)]),))))
     assert [(s[1]["id"], s[2]) for s in samples if s[0] == "npu_chip_info_aicore_current_freq"] == [("2", 1300.0)]
+
+
+def test_the_sampler_asks_a_slow_node_once_and_closes_every_connection_it_made(monkeypatch, data_dir):
+    import threading
+    import time
+
+    from dapo_ops.fleet import ssh
+    from dapo_ops.fleet.ssh import CommandResult, HostSpec
+    from dapo_ops.telemetry.sampler import Sampler
+
+    table = (data_dir / "ascend" / "npu-smi-info-8npu-processes.txt").read_text()
+    release, opened, closed = threading.Event(), [], []
+
+    class Conn:
+        def close(self):
+            closed.append(self)
+
+    def connect(host):
+        if host.name == "slow":
+            release.wait(10)
+        conn = Conn()
+        opened.append(conn)
+        return conn
+
+    def run(conn, host, command, timeout):
+        return CommandResult(host.name, command, 0, table, "", 0.01)
+
+    monkeypatch.setattr(ssh, "connect", connect)
+    monkeypatch.setattr(ssh, "run", run)
+    hosts = [HostSpec(name, "10.0.0.1", data_dir) for name in ("fast", "slow")]
+    sampler = Sampler(hosts)
+    first = sampler.sample(deadline=time.monotonic() + 0.3)
+    assert first[0].ok and len(first[0].npus) == 8 and first[1].error == "no answer in time"
+    second = sampler.sample(deadline=time.monotonic() + 0.3)
+    assert second[1].error == "still answering an earlier sample"
+    sampler.close()
+    release.set()
+    for _ in range(100):
+        if len(opened) == 2 and len(closed) == 2:
+            break
+        time.sleep(0.02)
+    assert len(opened) == 2 and sorted(map(id, closed)) == sorted(map(id, opened))   # one each, none left open
+
+
+def test_a_record_that_cannot_be_written_stops_the_sampling_and_never_the_watch(tmp_path):
+    from dapo_ops.telemetry.series import HardwareWatch, hardware_watch
+
+    sampler = FakeSampler([(node("n1", [reading(0)]),)] * 3)
+    watch = HardwareWatch(sampler, tmp_path)   # a directory: the append fails
+    said = watch.check()
+    assert len(said) == 1 and said[0].startswith("the NPUs are no longer sampled: IsADirectoryError")
+    assert sampler.closed and watch.check() == [] and len(sampler.samples) == 2
+    assert hardware_watch([], tmp_path, enabled=False).check() == []
