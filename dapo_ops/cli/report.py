@@ -56,19 +56,31 @@ class Sources:
         return read_logs(self.paths, self.fill_from)
 
     def hardware(self, given: Path | None):
-        """The samples top and watch recorded: `--hardware FILE`, else a run's own hardware.jsonl, else None."""
-        from dapo_ops.telemetry.recording import FILE_NAME, read
+        """The samples top and watch recorded, reduced for the report (`--hardware FILE`, else a run's own
+        hardware.jsonl), with the number of unreadable lines; None when there is no record."""
+        from dapo_ops.report.hardware import points
+        from dapo_ops.telemetry.recording import FILE_NAME, iter_samples
 
         path = given or (self.record.directory / FILE_NAME if self.record is not None else None)
         if path is None or (given is None and not path.is_file()):
             return None
+        unreadable = 0
+
+        def readable():
+            nonlocal unreadable
+            for sample in iter_samples(path):
+                if sample is None:
+                    unreadable += 1
+                else:
+                    yield sample
+
         try:
-            samples, unreadable = read(path)
+            seen = points(readable())
         except OSError as exc:
             raise UsageError(f"--hardware {path}: {exc.strerror or exc}") from None
-        if given is not None and not samples:
+        if given is not None and not seen:
             raise UsageError(f"--hardware {path}: no sample in it ({unreadable} unreadable line(s))")
-        return samples, unreadable
+        return seen, unreadable
 
     def ended(self) -> bool:
         if self.record is None:

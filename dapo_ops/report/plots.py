@@ -124,20 +124,17 @@ def draw_all(run: RunMetrics, directory: Path, baseline: dict | None = None) -> 
             "tokens_per_s": tokens_plot(run, directory / "tokens_per_s.png", baseline)}
 
 
-def hardware_plot(samples: list, hardware: dict, path: Path) -> Path:
+def hardware_plot(seen: list, hardware: dict, path: Path) -> Path:
     """Per node, its hottest NPU's temperature and its NPUs' mean AICore % over the run's sampled time, the slow
     steps shaded (when the samples placed the steps)."""
-    from dapo_ops.report.hardware import node_series
-
     figure = Figure(figsize=(SIZE_INCHES[0], SIZE_INCHES[1] * 1.4), dpi=DPI)
     FigureCanvasAgg(figure)
     temp_axes, busy_axes = figure.subplots(2, 1, sharex=True)
-    origin = samples[0].at
-    for axes, series, label in ((temp_axes, node_series(samples, lambda r: r.temp_c), "hottest NPU (C)"),
-                                (busy_axes, node_series(samples, lambda r: r.aicore_pct,
-                                                        lambda v: sum(v) / len(v)), "mean AICore (%)")):
-        for node, (times, values) in sorted(series.items()):
-            axes.plot([(t - origin) / 60 for t in times], values, label=node)
+    origin = seen[0].at
+    for axes, field, label in ((temp_axes, "hottest", "hottest NPU (C)"), (busy_axes, "busy", "mean AICore (%)")):
+        for node in hardware["nodes"]:
+            pairs = [((p.at - origin) / 60, getattr(p, field)[node]) for p in seen if node in getattr(p, field)]
+            axes.plot([x for x, _ in pairs], [y for _, y in pairs], label=node)
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)
         for slow in hardware["slow_steps"]:

@@ -98,7 +98,8 @@ def test_a_dry_run_reports_what_exists(tmp_path):
     (["missing.log"], 2, "missing.log: no such log file or run"),
     ([DATA / "no_steps.log"], 1, "no verl step line"),
     ([DATA / "plain.log", "--baseline", "nowhere"], 2, "baseline 'nowhere' is neither"),
-    ([DATA / "plain.log", "--npus", "0"], 2, "--npus must be positive"),
+    ([DATA / "plain.log", "--npus", "0"], 2, "--npus must be a positive number"),
+    ([DATA / "plain.log", "--follow", "--interval", "nan"], 2, "--interval must be a positive number"),
 ])
 def test_bad_input_and_no_steps(tmp_path, args, code, message):
     result, _ = report(tmp_path, *args)
@@ -264,12 +265,21 @@ def test_recorded_hardware_is_plotted_under_the_steps_and_a_slow_step_names_its_
             for name in ("node1", "node2"))
         recording.append(hardware, FleetSample(1000.0 + t, nodes, RunProgress("r", "running", step=step),
                                                (hot,) if during else ()))
+    hostile = ["not json", "[1, 2]", '{"at": "nan", "nodes": {}}', '{"at": NaN, "nodes": {}}',
+               '{"at": 1e999, "nodes": {}}', '{"at": 1000, "nodes": []}', '{"at": 1000, "step": true, "nodes": {}}',
+               '{"at": 1000, "nodes": {"n": {"npus": [["a","b","c","d","e","f","g","h","i"]]}}}',
+               '{"at": 1000, "nodes": {"n": {"npus": [{"0": 1}]}}}',
+               '{"at": 1000, "nodes": {"n": {"npus": [[0,0,0,[50],50,1.0,1,2,"OK"]]}}}',
+               '{"at": 1000, "nodes": {}, "alerts": [{"severity": ["error"], "code": "x", "node": "n", '
+               '"npu": null, "message": "m", "check": "c"}]}',
+               '{"at": 1' + "0" * 5000 + ', "nodes": {}}', "[" * 100000]
     with open(hardware, "a") as handle:
-        handle.write("not json\n")
+        handle.write("\n".join(hostile) + "\n")
     result, doc = report(tmp_path, log, "--hardware", hardware)
     assert result.returncode == 0, result.stderr
     section = doc["summary"]["hardware"]
-    assert section["samples"] == 16 and section["unreadable_lines"] == 1 and section["steps_placed"]
+    assert section["samples"] == 16 and section["unreadable_lines"] == len(hostile) and section["steps_placed"]
+    json.loads((tmp_path / "out" / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(c))
     assert [(s["step"], s["ratio"]) for s in section["slow_steps"]] == [(4, 3.0)]
     assert [(a["node"], a["npu"], a["code"]) for a in section["slow_steps"][0]["alerts"]] == [("node2", 3, "npu-hot")]
     assert png_size(Path(doc["files"]["hardware"]).read_bytes()) == (800, 630)
