@@ -131,6 +131,9 @@ def test_a_rerun_installs_nothing_and_the_node_s_own_repositories_serve_the_sour
     node2 = fleet["node2"]
     sh(node2, "rm -f /etc/apt/sources.list.d/* && "
               f"echo 'deb [trusted=yes] {sim.mirror_url}/os-packages ./' > /etc/apt/sources.list")
+    # apt's lists as fetched a minute ago, before the site's repository was set up: younger than the role's
+    # cache_valid_time, yet without the packages (CI failed so on a machine whose own apt-get update was recent)
+    sh(node2, "mkdir -p /var/lib/apt/periodic && touch -d '-1 minute' /var/lib/apt/periodic/update-success-stamp")
     rc, output, recap = playbook("--tags", "os_packages", extra_inventory=inventory(
         tmp_path, {"node1": local(sim.mirror_root / "os-packages"), "node2": {"dapo_os_packages_source": "site"}}))
     assert rc == 0 and recap["node1"]["changed"] == 0 and recap["node2"]["changed"] >= 1, output[-3000:]
