@@ -196,11 +196,11 @@ def _watch_until_over(record, by_name: dict, on_node_loss: str, interval: float,
     from dapo_ops.telemetry.series import hardware_watch
 
     last, checks = None, 0
-    hardware = hardware_watch([by_name[n] for n in record.nodes], record.directory, sample_hardware)
+    hardware = hardware_watch([by_name[n] for n in record.nodes], record.directory, sample_hardware, interval)
     try:
         while record.state == RunState.RUNNING:
             health = watch_once(record, by_name, on_node_loss, out.note)
-            for line in hardware.check() if record.state == RunState.RUNNING else ():
+            for line in hardware.check():
                 out.warning(line)
             checks += 1
             if (record.state == RunState.RUNNING and not health.lost and record.checkpoint_keep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -29,46 +30,76 @@ class Window:
 
 
 class HardwareWatch:
-    """What `watch` adds to each check of a run: a sample of its nodes' NPUs over kept-open connections, judged and
-    appended to the run's hardware record. check() returns what to say: each alert when it is first raised, or why
-    the sampling stopped; it never raises, so a full disk or a node that hangs never ends the watch. A node slower
-    than DEADLINE seconds is left to answer while the watch goes on."""
+    """What `watch` adds to a run's checks: its nodes' NPUs sampled over kept-open connections every `period`
+    seconds on a thread of its own, judged and appended to the run's hardware record, so the checks (a lost node,
+    the job's state, the checkpoints) keep their pace whatever the NPUs' answers cost. check() returns what to say
+    since the last call: each alert when it is first raised, or why the sampling stopped; it never raises, so a full
+    disk or a node that hangs never ends the watch."""
 
-    DEADLINE = 5.0
-
-    def __init__(self, sampler, record: Path | None):
+    def __init__(self, sampler, record: Path | None, period: float = 10.0):
         self.sampler = sampler
         self.record = record
+        self.period = period
         self.window = Window()
         self.raised: set[tuple] = set()
-        self.stopped = sampler is None
+        self._said: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
 
-    def check(self) -> list[str]:
-        if self.stopped:
-            return []
+    def start(self) -> HardwareWatch:
+        if self.sampler is not None and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="watch-hardware", daemon=True)
+            self._thread.start()
+        return self
+
+    def sample_once(self) -> bool:
+        """One sample judged and recorded; False (and the reason queued) when sampling has to stop."""
         try:
             from dapo_ops.telemetry import recording
 
-            sample = self.window.add(self.sampler.sample(deadline=time.monotonic() + self.DEADLINE))
+            sample = self.window.add(self.sampler.sample(deadline=time.monotonic() + self.sampler.timeout))
             recording.append(self.record, sample)
         except Exception as exc:   # the watch's own checks go on without the hardware
-            self.stopped = True
-            self.close()
-            return [f"the NPUs are no longer sampled: {type(exc).__name__}: {exc}"]
+            self._say([f"the NPUs are no longer sampled: {type(exc).__name__}: {exc}"])
+            return False
         new = [a for a in sample.alerts if (a.code, a.node, a.npu) not in self.raised]
         self.raised = {(a.code, a.node, a.npu) for a in sample.alerts}
-        return [f"{a.message} (check {a.check})" for a in new]
+        self._say([f"{a.message} (check {a.check})" for a in new])
+        return True
+
+    def check(self) -> list[str]:
+        with self._lock:
+            said, self._said = self._said, []
+        return said
 
     def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
         if self.sampler is not None:
             self.sampler.close()
 
+    def _say(self, lines: list[str]) -> None:
+        with self._lock:
+            self._said.extend(lines)
 
-def hardware_watch(hosts: list, run_directory: Path, enabled: bool = True) -> HardwareWatch:
-    """The run's NPUs sampled at each of watch's checks, recorded in the run directory's hardware.jsonl."""
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if not self.sample_once():
+                self.sampler.close()
+                return
+            self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+
+
+def hardware_watch(hosts: list, run_directory: Path, enabled: bool = True, period: float = 10.0) -> HardwareWatch:
+    """The run's NPUs sampled every `period` seconds (at least 10) while watch checks the run, recorded in the run
+    directory's hardware.jsonl; started."""
     from dapo_ops.telemetry.recording import FILE_NAME
     from dapo_ops.telemetry.sampler import Sampler
 
     if not enabled:
         return HardwareWatch(None, None)
-    return HardwareWatch(Sampler(hosts, {h.name: h.npus for h in hosts}, freq_every=6), run_directory / FILE_NAME)
+    sampler = Sampler(hosts, {h.name: h.npus for h in hosts}, freq_every=6)
+    return HardwareWatch(sampler, run_directory / FILE_NAME, max(10.0, period)).start()

@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 
 import pytest
 
@@ -171,7 +172,10 @@ def test_watch_records_every_check_and_says_an_alert_once_while_it_lasts(tmp_pat
     hot = (node("n1", [reading(0, temp=97)]),)
     cool = (node("n1", [reading(0, temp=50)]),)
     watch = HardwareWatch(FakeSampler([hot, hot, cool, hot]), tmp_path / recording.FILE_NAME)
-    said = [watch.check() for _ in range(4)]
+    said = []
+    for _ in range(4):
+        assert watch.sample_once()
+        said.append(watch.check())
     watch.close()
     assert [len(lines) for lines in said] == [1, 0, 0, 1] and watch.sampler.closed
     assert said[0][0].startswith("n1 NPU 0 is at 97 C") and "(check cooling" in said[0][0]
@@ -215,7 +219,6 @@ def test_a_busy_npu_below_its_rated_frequency_is_reduced_and_an_idle_one_is_not(
 
 def test_the_sampler_asks_a_slow_node_once_and_closes_every_connection_it_made(monkeypatch, data_dir):
     import threading
-    import time
 
     from dapo_ops.fleet import ssh
     from dapo_ops.fleet.ssh import CommandResult, HostSpec
@@ -259,8 +262,27 @@ def test_a_record_that_cannot_be_written_stops_the_sampling_and_never_the_watch(
     from dapo_ops.telemetry.series import HardwareWatch, hardware_watch
 
     sampler = FakeSampler([(node("n1", [reading(0)]),)] * 3)
-    watch = HardwareWatch(sampler, tmp_path)   # a directory: the append fails
-    said = watch.check()
+    watch = HardwareWatch(sampler, tmp_path, period=0.01).start()   # a directory: the append fails
+    for _ in range(200):
+        said = watch.check()
+        if said:
+            break
+        time.sleep(0.01)
     assert len(said) == 1 and said[0].startswith("the NPUs are no longer sampled: IsADirectoryError")
-    assert sampler.closed and watch.check() == [] and len(sampler.samples) == 2
+    watch._thread.join(timeout=5)
+    assert not watch._thread.is_alive() and sampler.closed and len(sampler.samples) == 2   # it stopped sampling
+    assert watch.check() == []
+    watch.close()
     assert hardware_watch([], tmp_path, enabled=False).check() == []
+
+
+def test_watch_samples_on_its_own_thread_at_its_period_and_stops_on_close(tmp_path):
+    from dapo_ops.telemetry.series import HardwareWatch
+
+    sampler = FakeSampler([(node("n1", [reading(0)]),)] * 1000)
+    watch = HardwareWatch(sampler, tmp_path / recording.FILE_NAME, period=0.02).start()
+    time.sleep(0.3)
+    watch.close()
+    taken = 1000 - len(sampler.samples)
+    assert 3 <= taken <= 20 and sampler.closed and not watch._thread.is_alive()
+    assert len(recording.read(tmp_path / recording.FILE_NAME)[0]) == taken
