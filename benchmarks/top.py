@@ -4,9 +4,9 @@ refresh <= 2x the floor), and what one sample costs on one node.
 Run as root: .venv/bin/python benchmarks/top.py [--nodes 32] [--npus-per-node 16] [--samples 10]
 A refresh is one `npu-smi info` on every node at once over the connections top keeps open (no handshake), parsed
 and judged; the floor opens a connection per node. The first sample, which connects, is timed apart, and so is
-the whole `dapo-ops top --once --json` (process start, connections, one sample). Note: the simulated nodes share
-this machine's cores, so every node's emulated npu-smi competes with the others; on a real fleet it runs on each
-node.
+the whole `dapo-ops top --once --json` (process start, connections, one sample), without and with the first
+sample's frequency read (one `npu-smi info -t common` per NPU). Note: the simulated nodes share this machine's
+cores, so every node's emulated npu-smi competes with the others; on a real fleet it runs on each node.
 """
 
 from __future__ import annotations
@@ -65,16 +65,21 @@ def main() -> None:
     with Sampler(hosts) as sampler:
         first = refreshes(sampler, 1)[0]
         refresh = statistics.median(refreshes(sampler, args.samples))
-    cli, result = timed([str(BIN / "dapo-ops"), "top", "--once", "--json"])
-    if result.returncode != 0:
-        sys.exit(f"top failed: {result.stderr[-2000:]}")
+    bare, result = timed([str(BIN / "dapo-ops"), "top", "--once", "--json", "--freq-every", "0"])
+    cli, with_freq = timed([str(BIN / "dapo-ops"), "top", "--once", "--json"])
+    for done in (result, with_freq):
+        if done.returncode != 0:
+            sys.exit(f"top failed: {done.stderr[-2000:]}")
     print(f"ssh true, {args.nodes} nodes at once (median of 3):  {floor:6.3f} s (the floor)")
     print(f"top, one node: first sample (connects) {first_one:6.3f} s; then a refresh {statistics.median(per_node):6.3f} s, "
           f"of which npu-smi over the open connection {statistics.median(on_node):6.3f} s")
     print(f"top, {args.nodes} nodes: first sample (connects)  {first:6.3f} s")
     print(f"top, {args.nodes} nodes: refresh (median of {args.samples})   {refresh:6.3f} s")
     print(f"refresh / floor: {refresh / floor:.2f} (goal <= 2: {'met' if refresh / floor <= 2 else 'MISSED'})")
-    print(f"`dapo-ops top --once --json`, {args.nodes} nodes (process, connections, one sample): {cli:6.2f} s")
+    print(f"`dapo-ops top --once --json --freq-every 0`, {args.nodes} nodes (process, connections, one sample): "
+          f"{bare:6.2f} s")
+    print(f"`dapo-ops top --once --json`, {args.nodes} nodes (the same and each NPU's frequency, npu-smi info -t common "
+          f"once per NPU: {args.nodes * args.npus_per_node} emulated calls on this machine's cores): {cli:6.2f} s")
     fleet.down()
 
 
