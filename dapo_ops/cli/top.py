@@ -167,6 +167,8 @@ def _take(sampler, window, source: Source, recorded: Path | None, textfile: Path
 
 
 def _emit(sample, out: Output, as_json: bool, prometheus: bool, live) -> None:
+    """One sample out: `live` is None for --once, False for the continuous mode off a terminal (a document or a
+    table per sample), else the rich Live the table is redrawn in."""
     import json
 
     from dapo_ops.telemetry import view
@@ -177,16 +179,15 @@ def _emit(sample, out: Output, as_json: bool, prometheus: bool, live) -> None:
     elif prometheus:
         click.echo(exposition(sample), nl=False)
     elif live is not None and live is not False:
-        live.update(view.screen(sample, _title(sample)))
+        live.update(view.screen(sample, _title(sample, " · Ctrl-C ends")))
     else:
-        out.console.print(view.screen(sample, _title(sample)))
+        out.console.print(view.screen(sample, _title(sample, "" if live is None else " · Ctrl-C ends")))
     sys.stdout.flush()
 
 
-def _title(sample) -> str:
+def _title(sample, tail: str) -> str:
     npus = sum(len(n.npus) for n in sample.nodes)
-    return (f"{time.strftime('%H:%M:%S', time.localtime(sample.at))} · {len(sample.nodes)} node(s), {npus} NPU(s)"
-            " · Ctrl-C ends")
+    return f"{time.strftime('%H:%M:%S', time.localtime(sample.at))} · {len(sample.nodes)} node(s), {npus} NPU(s){tail}"
 
 
 def _loop(sampler, window, source, recorded, textfile, interval, out, as_json, prometheus) -> None:
