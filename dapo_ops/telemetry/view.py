@@ -51,7 +51,8 @@ def npu_table(sample: FleetSample) -> Table:
     marks = _marks(sample)
     for node in sample.nodes:
         if not node.ok:
-            table.add_row(Text(node.node), Text("-"), Text(node.error or "", style="red"), end_section=True)
+            # the reason is in the node's alert under the table: a long cell here would squeeze the columns out
+            table.add_row(Text(node.node), Text("-"), Text("no sample", style="red"), end_section=True)
             continue
         for k, r in enumerate(node.npus):
             table.add_row(*_row(node.node if k == 0 else "", r, marks.get((node.node, r.device))),
