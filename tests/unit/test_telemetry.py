@@ -286,3 +286,17 @@ def test_watch_samples_on_its_own_thread_at_its_period_and_stops_on_close(tmp_pa
     taken = 1000 - len(sampler.samples)
     assert 3 <= taken <= 20 and sampler.closed and not watch._thread.is_alive()
     assert len(recording.read(tmp_path / recording.FILE_NAME)[0]) == taken
+
+
+def test_the_screen_keeps_its_columns_for_a_node_without_a_sample_and_marks_the_hot_npu():
+    from rich.console import Console
+
+    from dapo_ops.telemetry.view import screen
+
+    sample = Window().add((node("node1", [reading(0), reading(3, temp=97)], expected=2),
+                           node("node2", [], error="unreachable: " + "x" * 300, expected=2)), at=100.0)
+    console = Console(width=80, record=True, color_system=None)
+    console.print(screen(sample, "title"))
+    text = console.export_text()
+    assert "HBM MB" in text and "health" in text and "node2" in text and "no sample" in text
+    assert "97 C" in text and "node1 NPU 3 is at 97 C" in " ".join(text.split())
