@@ -31,9 +31,7 @@ def frequency_command(npu_ids: list[int]) -> str:
 def parse_frequencies(text: str) -> dict[int, tuple[int, int, int | None]]:
     """NPU id -> (current MHz, rated MHz, the AICore % printed with them) from frequency_command's output; an NPU
     whose answer does not parse is left out (an older npu-smi without the keys, an NPU gone)."""
-    from dapo_ops.errors import ParseError
-
-    found: dict[int, tuple[int, int]] = {}
+    found: dict[int, tuple[int, int, int | None]] = {}
     for block in text.split(MARK)[1:]:
         head, _, body = block.partition("\n")
         try:
@@ -45,6 +43,8 @@ def parse_frequencies(text: str) -> dict[int, tuple[int, int, int | None]]:
 
 
 class Sampler:
+    """One node's `npu-smi info` per sample, every node at once, over connections kept open until close()."""
+
     def __init__(self, hosts: list[HostSpec], expected: dict[str, int | None] | None = None,
                  timeout: float = ssh.PROBE, freq_every: int = 0):
         self.hosts = hosts

@@ -1,4 +1,5 @@
-"""A rolling window of fleet samples: each new sample joins the window and is judged with it (alerts.py)."""
+"""A rolling window of fleet samples, each judged with the window (alerts.py), and what `watch` samples of a run's
+NPUs on a thread of its own (HardwareWatch)."""
 
 from __future__ import annotations
 
