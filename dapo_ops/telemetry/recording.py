@@ -2,8 +2,8 @@
 `watch` took, read back by `report` to plot the hardware under the steps.
 
 Each line holds per node its chips as compact rows, about 50 bytes per NPU ([npu, chip, device, AICore %, temp C,
-power W, HBM used MB, HBM total MB, health, AICore MHz, rated MHz]; the frequencies null between the samples that
-read them) or its error, the run's step when known, and the alerts raised."""
+power W, HBM used MB, HBM total MB, health, AICore MHz, rated MHz]; the frequencies as last read, null before the
+first read) or its error, the run's step when known, and the alerts raised."""
 
 from __future__ import annotations
 
