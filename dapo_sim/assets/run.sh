@@ -1,7 +1,8 @@
 #!/bin/sh
 # Dispatcher for the emulated node tools (dapo-ops simulated fleet): runs ascend_emu.py, and serves repeated
-# read-only queries from a cache that any change of the hardware model, of the installed driver or of the NPUs' load
-# invalidates (npu-smi's readings follow a load marker written in the last 2 minutes: never cached then).
+# read-only queries from a cache that any change of the hardware model or of the installed driver invalidates. While
+# the NPUs' load moves (a load marker written in the last 2 minutes), an npu-smi answer is served for 5 s at most,
+# npu-exporter's own collection interval for these readings; a marker newer than the cache invalidates it otherwise.
 # The tools are symlinks to this file (npu-smi, hccn_tool, lspci, ...): the name it is called by is the tool.
 here=${DAPO_SIM_HW_DIR:-/dev/.dapo-sim}
 tool=${0##*/}
@@ -15,8 +16,9 @@ case "$tool $*" in
   *) cacheable=0 ;;
 esac
 load=$here/load
+moving=0
 if [ "$tool" = npu-smi ] && [ -n "$(find "$load" -name '*.json' -mmin -2 2>/dev/null | head -n 1)" ]; then
-  cacheable=0
+  moving=1
 fi
 if [ "$cacheable" = 0 ]; then
   exec /usr/bin/python3 -S "$here/ascend_emu.py" "$tool" "$@"
@@ -32,9 +34,13 @@ driver=${DAPO_SIM_ASCEND:-/usr/local/Ascend}/driver/version.info
 fresh=0
 if [ -f "$cached" ] && [ "$cached" -nt "$here/hw.json" ] && [ "$cached" -nt "$driver" ]; then
   fresh=1
-  for marker in "$load"/*.json; do
-    if [ -e "$marker" ] && [ "$marker" -nt "$cached" ]; then fresh=0; fi
-  done
+  if [ "$moving" = 1 ]; then
+    [ -n "$(find "$cached" -newermt "@$(( $(date +%s) - 5 ))" 2>/dev/null)" ] || fresh=0
+  else
+    for marker in "$load"/*.json; do
+      if [ -e "$marker" ] && [ "$marker" -nt "$cached" ]; then fresh=0; fi
+    done
+  fi
 fi
 if [ "$fresh" = 1 ]; then
   exec cat "$cached"

@@ -239,7 +239,7 @@ def test_npu_smi_common_prints_the_frequency_reduced_when_a_loaded_npu_is_too_ho
     assert common(3).current_mhz == 1300 and common(3).temp_c == 110
 
 
-def test_the_dispatcher_cache_never_serves_a_table_from_before_a_fresh_load_marker(tmp_path):
+def test_the_dispatcher_serves_a_moving_table_for_5_s_at_most_and_an_idle_one_until_the_load_changes(tmp_path):
     import time
 
     node = Node(tmp_path, model(npus=2))
@@ -255,11 +255,20 @@ def test_the_dispatcher_cache_never_serves_a_table_from_before_a_fresh_load_mark
         assert result.returncode == 0, result.stdout + result.stderr
         return [c.aicore_pct for c in npu_smi.parse_npu_smi_info(result.stdout).chips]
 
-    assert aicore() == [0, 0] and (node.hw_dir / "cache" / "npu-smi_info").is_file()
+    cache = node.hw_dir / "cache" / "npu-smi_info"
     now = time.time()
+    for model_file in (node.hw_dir / "hw.json", node.ascend / "driver" / "version.info"):   # an hour old
+        os.utime(model_file, (now - 3600, now - 3600))
+    assert aicore() == [0, 0] and cache.is_file()
     marker(node, since=now - 5, until=now + 60, aicore_pct=85)
-    assert all(aicore())                                  # the cached idle table is not served
-    marker(node, since=now - 900, until=now - 600, aicore_pct=85)
-    old = now - 600
-    os.utime(node.hw_dir / "load" / "job.json", (old, old))   # written 10 minutes ago: the load is over
-    assert aicore() == [0, 0]
+    assert aicore() == [0, 0]                             # while the load moves, an answer is good for 5 s
+    os.utime(cache, (now - 6, now - 6))
+    assert all(aicore())                                  # then the table is read again
+    marker(node, since=now - 300, until=now - 100, aicore_pct=85)   # the job's last step ended 100 s ago
+    os.utime(cache, (now - 6, now - 6))
+    assert aicore() == [0, 0]                             # read again: the load is over
+    os.utime(node.hw_dir / "load" / "job.json", (now - 180, now - 180))   # marked 3 minutes ago, cache 1 minute
+    os.utime(cache, (now - 60, now - 60))
+    assert aicore() == [0, 0] and cache.stat().st_mtime == now - 60     # served as it is: nothing moves now
+    marker(node, since=now, until=now + 60, aicore_pct=85)             # a new job starts
+    assert all(aicore())                                  # older than 5 s: read again
