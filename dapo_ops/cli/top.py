@@ -32,13 +32,10 @@ class Source:
 
         self.record = self.inventory = None
         if run is not None:
-            from dapo_ops.cli.runs import run_context
+            from dapo_ops.cli.runs import _run_hosts, run_context
 
             self.record, self.inventory, _ = run_context(run, inventory)
-            by_name = {h.name: h for h in self.inventory.hosts}
-            missing = [n for n in self.record.nodes if n not in by_name]
-            if missing:
-                raise UsageError(f"run {self.record.run_id}'s nodes {', '.join(missing)} are not in the inventory")
+            by_name = _run_hosts(self.record, self.inventory)   # refuses a run whose nodes the inventory lacks
             hosts = [by_name[n] for n in self.record.nodes]
         else:
             hosts = list(load_inventory(inventory).hosts)
